@@ -1,0 +1,100 @@
+#pragma once
+// gpuslice's configuration as plain data, with HAMi's defaults. Loaded from a component-config style YAML
+// file (apiVersion gpuslice.io/v1alpha1, kind GpusliceConfiguration); command-line flags override it.
+// The pure cores (mutation policy, fit/score) take the sub-structs they need by const reference.
+
+#include "common/result.h"
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuslice {
+
+inline constexpr std::string_view kConfigApiVersion = "gpuslice.io/v1alpha1";
+inline constexpr std::string_view kConfigKind = "GpusliceConfiguration";
+
+/// HAMi's NVIDIA device config (device-config.yaml `nvidia:`): resource names and request defaults.
+struct DeviceConfig {
+  std::string gpu_resource = "nvidia.com/gpu";
+  std::string memory_resource = "nvidia.com/gpumem";
+  std::string memory_percentage_resource = "nvidia.com/gpumem-percentage";
+  std::string cores_resource = "nvidia.com/gpucores";
+  std::string priority_resource = "nvidia.com/priority";
+  int64_t default_memory_mib = 0;  ///< 0: the whole card
+  int64_t default_cores = 0;
+  int64_t default_gpu_num = 1;
+  int64_t memory_factor = 1;
+};
+
+struct WebhookConfig {
+  bool enabled = true;
+  std::string bind_address = "0.0.0.0:9443";
+  std::string tls_cert_file;
+  std::string tls_private_key_file;
+  uint64_t max_body_bytes = 4 * 1024 * 1024;
+  uint32_t max_header_bytes = 16 * 1024;
+  std::chrono::milliseconds read_timeout{10000};  ///< a whole request must arrive within this
+  std::chrono::milliseconds idle_timeout{90000};   ///< keep-alive connection with no request
+  int threads = 2;
+  /// Pods with these schedulerNames (or none) are taken over (HAMi's force-overwrite-default-scheduler).
+  std::vector<std::string> takeover_scheduler_names = {"default-scheduler"};
+  std::vector<std::string> ignored_namespaces;
+  std::string runtime_class_name;     ///< set on GPU pods that have none, when non-empty
+  std::string gpu_core_policy = "default";  ///< default | force | disable (GPU_CORE_UTILIZATION_POLICY)
+};
+
+struct LeaderElectionConfig {
+  bool enabled = true;
+  std::string lease_name = "gpuslice-scheduler";
+  std::string lease_namespace;  ///< empty: the pod's namespace (in-cluster) or kube-system
+  std::chrono::milliseconds lease_duration{15000};
+  std::chrono::milliseconds renew_deadline{10000};
+  std::chrono::milliseconds retry_period{2000};
+};
+
+struct SchedulerConfig {
+  bool enabled = true;
+  std::string node_scheduler_policy = "binpack";  ///< binpack | spread
+  std::string gpu_scheduler_policy = "spread";    ///< spread | binpack
+  std::string node_lock = "hami";                 ///< hami | off
+  std::chrono::milliseconds node_lock_timeout{300000};
+  std::string node_label_selector;
+  double kube_qps = 50;
+  int kube_burst = 100;
+  std::chrono::milliseconds kube_timeout{10000};
+  std::chrono::milliseconds max_backoff{10000};
+  LeaderElectionConfig leader_election;
+};
+
+struct ServerConfig {
+  std::string metrics_bind_address;  ///< empty: /metrics and probes are served on the webhook listener only
+  std::string health_bind_address = "0.0.0.0:8080";  ///< plain HTTP probes and /metrics; empty disables
+};
+
+struct Configuration {
+  std::string scheduler_name = "gpuslice-scheduler";
+  DeviceConfig devices;
+  WebhookConfig webhook;
+  SchedulerConfig scheduler;
+  ServerConfig server;
+  std::string kubeconfig;
+  std::string logging_format = "text";
+  int verbosity = 0;
+};
+
+/// Parses a configuration document. Unknown fields and bad values are errors naming the field path and
+/// the value, e.g. `scheduler.nodeLockTimeout: "5x" is not a duration`.
+Result<Configuration> parse_configuration(std::string_view yaml_text);
+/// Reads and parses a file; errors are prefixed with the path.
+Result<Configuration> load_configuration_file(const std::string& path);
+/// Checks cross-field constraints (also after flags have been applied).
+Status validate_configuration(const Configuration& config);
+
+/// Go-style durations: "300ms", "15s", "5m", "1h30m", "1.5s". Negative values are rejected.
+Result<std::chrono::milliseconds> parse_duration(std::string_view text);
+std::string format_duration(std::chrono::milliseconds d);
+
+}  // namespace gpuslice

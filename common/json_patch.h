@@ -1,0 +1,34 @@
+#pragma once
+// RFC 6902 JSON Patch operations as plain data, and RFC 6901 pointer escaping. The mutation policy emits
+// these; nothing here applies a patch (the tests use an independent applier as an oracle).
+
+#include <boost/json/value.hpp>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuslice {
+
+struct PatchOp {
+  enum class Kind { add, replace, remove };
+  Kind kind = Kind::add;
+  std::string path;         ///< RFC 6901 pointer, already escaped
+  boost::json::value value;  ///< unused for remove
+};
+
+using Patch = std::vector<PatchOp>;
+
+/// Escapes one reference token: "~" -> "~0", "/" -> "~1" (so "nvidia.com/gpu" -> "nvidia.com~1gpu").
+std::string json_pointer_escape(std::string_view token);
+
+/// Reverses json_pointer_escape; nullopt-like empty optional is not needed: invalid escapes ("~2", trailing
+/// "~") return false.
+bool json_pointer_unescape(std::string_view token, std::string& out);
+
+/// Serializes a patch as a JSON array text.
+std::string serialize_patch(const Patch& patch);
+
+boost::json::array patch_to_json(const Patch& patch);
+
+}  // namespace gpuslice

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Builds the lab's upstream binaries from the Go module proxy, once, into a cache outside the source tree
+# keyed by version. Re-running is a no-op when every binary is already cached.
+#
+#   lab/build-tools.sh            # build what is missing, print the bin directory on the last line
+#
+# Environment: GPUSLICE_LAB_CACHE (default ~/.cache/gpuslice-lab), GO (default: go on PATH).
+set -euo pipefail
+
+K8S_VERSION=v1.34.3
+K8S_STAGING=v0.34.3
+ETCD_VERSION=v3.5.21
+KWOK_VERSION=v0.8.0
+ANP_VERSION=v0.34.0
+
+CACHE=${GPUSLICE_LAB_CACHE:-$HOME/.cache/gpuslice-lab}
+GO=${GO:-go}
+export GOTOOLCHAIN=local GOFLAGS=-mod=mod
+export GONOSUMDB=${GONOSUMDB:-k8s.io,sigs.k8s.io,go.etcd.io,github.com}
+export CGO_ENABLED=0
+unset HTTPS_PROXY HTTP_PROXY https_proxy http_proxy || true
+
+log() { printf '[lab-build %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+have() { local d=$1; shift; for b in "$@"; do [[ -x $d/$b ]] || return 1; done; }
+timed() { local name=$1; shift; local t0=$SECONDS; "$@"; log "$name built in $((SECONDS - t0)) s"; }
+
+command -v "$GO" >/dev/null || { echo "lab/build-tools.sh: Go is required (install golang >= 1.24)" >&2; exit 1; }
+
+build_k8s() {
+  local out=$CACHE/kubernetes-$K8S_VERSION/bin src=$CACHE/src/kubernetes-$K8S_VERSION
+  have "$out" kube-apiserver kube-controller-manager kube-scheduler kubectl && return 0
+  log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $K8S_VERSION (about 5 min cold)"
+  mkdir -p "$src" "$out"
+  {
+    printf 'module lab/tools\n\ngo 1.24.0\n\ngodebug default=go1.24\n\nrequire k8s.io/kubernetes %s\n\n' "$K8S_VERSION"
+    printf 'tool (\n\tk8s.io/kubernetes/cmd/kube-apiserver\n\tk8s.io/kubernetes/cmd/kube-controller-manager\n\tk8s.io/kubernetes/cmd/kube-scheduler\n\tk8s.io/kubernetes/cmd/kubectl\n)\n\nreplace (\n'
+    for m in api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider \
+      cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api cri-client \
+      csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms kube-aggregator \
+      kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics mount-utils \
+      pod-security-admission sample-apiserver sample-cli-plugin sample-controller; do
+      printf '\tk8s.io/%s => k8s.io/%s %s\n' "$m" "$m" "$K8S_STAGING"
+    done
+    printf ')\n'
+  } >"$src/go.mod"
+  (cd "$src" && "$GO" mod tidy)
+  local d ldf="-s -w" minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  d=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldf="$ldf -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.gitCommit=unknown -X $p.buildDate=$d"
+  done
+  (cd "$src" && "$GO" build -trimpath -tags selinux,notest -ldflags "$ldf" -o "$out/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+}
+
+build_etcd() {
+  local out=$CACHE/etcd-$ETCD_VERSION/bin src=$CACHE/src/etcd-$ETCD_VERSION
+  have "$out" etcd && return 0
+  log "building etcd $ETCD_VERSION"
+  mkdir -p "$src" "$out"
+  printf 'module lab/etcd\n\ngo 1.24.0\n\nrequire go.etcd.io/etcd/server/v3 %s\n\ntool go.etcd.io/etcd/server/v3\n' "$ETCD_VERSION" >"$src/go.mod"
+  (cd "$src" && "$GO" mod tidy && "$GO" build -trimpath -o "$out/etcd" go.etcd.io/etcd/server/v3)
+}
+
+build_kwok() {
+  local out=$CACHE/kwok-$KWOK_VERSION/bin
+  have "$out" kwok && [[ -d $CACHE/kwok-$KWOK_VERSION/stage ]] && return 0
+  log "building kwok $KWOK_VERSION"
+  mkdir -p "$out"
+  GOBIN=$out "$GO" install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  "$GO" mod download "sigs.k8s.io/kwok@$KWOK_VERSION"
+  rm -rf "$CACHE/kwok-$KWOK_VERSION/stage"
+  cp -r "$("$GO" env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage" "$CACHE/kwok-$KWOK_VERSION/stage"
+  chmod -R u+w "$CACHE/kwok-$KWOK_VERSION/stage"
+}
+
+build_anp() {
+  local out=$CACHE/konnectivity-$ANP_VERSION/bin src=$CACHE/src/konnectivity-$ANP_VERSION
+  have "$out" proxy-server proxy-agent && return 0
+  log "building konnectivity proxy-server and proxy-agent $ANP_VERSION"
+  mkdir -p "$src" "$out"
+  printf 'module lab/anp\n\ngo 1.24.7\n\nrequire (\n\tsigs.k8s.io/apiserver-network-proxy %s\n\tsigs.k8s.io/apiserver-network-proxy/konnectivity-client %s\n)\n\ntool (\n\tsigs.k8s.io/apiserver-network-proxy/cmd/server\n\tsigs.k8s.io/apiserver-network-proxy/cmd/agent\n)\n' "$ANP_VERSION" "$ANP_VERSION" >"$src/go.mod"
+  (cd "$src" && "$GO" mod tidy)
+  for c in server agent; do
+    (cd "$src" && "$GO" build -trimpath -o "$out/proxy-$c" "sigs.k8s.io/apiserver-network-proxy/cmd/$c")
+  done
+}
+
+t0=$SECONDS
+timed etcd build_etcd
+timed kubernetes build_k8s
+timed kwok build_kwok
+timed konnectivity build_anp
+log "all lab tools ready in $((SECONDS - t0)) s under $CACHE"
+# Last line: one bin directory with links to every tool, for PATH.
+mkdir -p "$CACHE/bin"
+for d in kubernetes-$K8S_VERSION etcd-$ETCD_VERSION kwok-$KWOK_VERSION konnectivity-$ANP_VERSION; do
+  for b in "$CACHE/$d"/bin/*; do ln -sf "$b" "$CACHE/bin/$(basename "$b")"; done
+done
+ln -sfn "$CACHE/kwok-$KWOK_VERSION/stage" "$CACHE/kwok-stage"
+echo "$CACHE/bin"

@@ -1,0 +1,75 @@
+#include "common/config.h"
+
+#include <catch2/catch.hpp>
+
+using namespace gpuslice;
+using namespace std::chrono_literals;
+
+TEST_CASE("defaults follow HAMi") {
+  auto r = parse_configuration("apiVersion: gpuslice.io/v1alpha1\nkind: GpusliceConfiguration\n");
+  REQUIRE(r.ok());
+  CHECK(r->scheduler_name == "gpuslice-scheduler");
+  CHECK(r->devices.gpu_resource == "nvidia.com/gpu");
+  CHECK(r->devices.memory_factor == 1);
+  CHECK(r->scheduler.gpu_scheduler_policy == "spread");
+  CHECK(r->scheduler.node_scheduler_policy == "binpack");
+  CHECK(r->scheduler.node_lock_timeout == 5min);
+  CHECK(r->webhook.max_body_bytes == 4u * 1024 * 1024);
+}
+
+TEST_CASE("fields are read") {
+  auto r = parse_configuration(R"(apiVersion: gpuslice.io/v1alpha1
+kind: GpusliceConfiguration
+schedulerName: hami-scheduler
+resources: {memoryFactor: 2, defaultCores: 10}
+webhook: {ignoredNamespaces: [kube-system], gpuCorePolicy: force, readTimeout: 2s}
+scheduler:
+  nodeLock: "off"
+  leaderElection: {leaseDuration: 30s, renewDeadline: 20s, retryPeriod: 4s}
+)");
+  REQUIRE(r.ok());
+  CHECK(r->scheduler_name == "hami-scheduler");
+  CHECK(r->devices.memory_factor == 2);
+  CHECK(r->devices.default_cores == 10);
+  CHECK(r->webhook.ignored_namespaces == std::vector<std::string>{"kube-system"});
+  CHECK(r->webhook.gpu_core_policy == "force");
+  CHECK(r->webhook.read_timeout == 2s);
+  CHECK(r->scheduler.node_lock == "off");
+  CHECK(r->scheduler.leader_election.lease_duration == 30s);
+}
+
+TEST_CASE("bad configuration names the field and the value") {
+  auto head = std::string("apiVersion: gpuslice.io/v1alpha1\nkind: GpusliceConfiguration\n");
+  auto r1 = parse_configuration(head + "webhook: {bogus: 1}\n");
+  REQUIRE_FALSE(r1.ok());
+  CHECK(r1.message() == "webhook.bogus: unknown field");
+  auto r2 = parse_configuration(head + "scheduler: {nodeLockTimeout: 5x}\n");
+  REQUIRE_FALSE(r2.ok());
+  CHECK(r2.message().find("scheduler.nodeLockTimeout: \"5x\"") == 0);
+  auto r3 = parse_configuration(head + "resources: {memoryFactor: zero}\n");
+  REQUIRE_FALSE(r3.ok());
+  CHECK(r3.message() == "resources.memoryFactor: \"zero\" is not an integer");
+  auto r4 = parse_configuration("apiVersion: v1\nkind: GpusliceConfiguration\n");
+  REQUIRE_FALSE(r4.ok());
+  CHECK(r4.message().find("apiVersion: \"v1\"") == 0);
+  auto r5 = parse_configuration(head + "scheduler: {gpuSchedulerPolicy: random}\n");
+  REQUIRE_FALSE(r5.ok());
+  CHECK(r5.message() == "scheduler.gpuSchedulerPolicy: \"random\" is not one of spread, binpack");
+  auto r6 = parse_configuration(head + "scheduler: {leaderElection: {leaseDuration: 5s}}\n");
+  REQUIRE_FALSE(r6.ok());
+  CHECK(r6.message().find("leaseDuration") != std::string::npos);
+  auto r7 = parse_configuration("a: [1, 2\n");
+  REQUIRE_FALSE(r7.ok());
+  CHECK(r7.message().find("invalid YAML at line") == 0);
+}
+
+TEST_CASE("Go-style durations") {
+  CHECK(parse_duration("300ms").value() == 300ms);
+  CHECK(parse_duration("1h30m").value() == 90min);
+  CHECK(parse_duration("1.5s").value() == 1500ms);
+  CHECK_FALSE(parse_duration("5").ok());
+  CHECK_FALSE(parse_duration("-5s").ok());
+  CHECK_FALSE(parse_duration("5d").ok());
+  CHECK(format_duration(5min) == "5m");
+  CHECK(format_duration(1500ms) == "1500ms");
+}

@@ -1,0 +1,271 @@
+#include "common/gpu_request.h"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <charconv>
+#include <limits>
+
+namespace gpuslice {
+namespace json = boost::json;
+
+namespace {
+
+const json::object* find_object(const json::object& o, std::string_view key) {
+  auto it = o.find(key);
+  if (it == o.end() || !it->value().is_object()) return nullptr;
+  return &it->value().get_object();
+}
+
+std::string quantity_text(const json::value& v) {
+  if (v.is_string()) return std::string(v.get_string());
+  return json::serialize(v);
+}
+
+}  // namespace
+
+bool PodGpuRequest::any() const {
+  for (const auto& c : containers) {
+    if (c.gpus > 0) return true;
+  }
+  return false;
+}
+
+Result<int64_t> parse_whole_quantity(std::string_view text) {
+  auto bad = [&](const char* why) { return make_error("\"" + std::string(text) + "\" " + why); };
+  if (text.empty()) return bad("is empty");
+  size_t i = 0;
+  if (text[0] == '+') i = 1;
+  if (i < text.size() && text[i] == '-') return bad("is negative");
+  size_t digits_start = i;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+  if (i == digits_start) return bad("is not a whole number");
+  if (i < text.size() && text[i] == '.') return bad("is not a whole number");
+  uint64_t base = 0;
+  auto [p, ec] = std::from_chars(text.data() + digits_start, text.data() + i, base);
+  if (ec != std::errc() || p != text.data() + i) return bad("is too large");
+  std::string_view suffix = text.substr(i);
+  uint64_t mult = 1;
+  uint64_t div = 1;
+  if (suffix.empty()) {
+  } else if (suffix == "k") {
+    mult = 1000;
+  } else if (suffix == "M") {
+    mult = 1000000;
+  } else if (suffix == "G") {
+    mult = 1000000000ULL;
+  } else if (suffix == "T") {
+    mult = 1000000000000ULL;
+  } else if (suffix == "Ki") {
+    mult = 1ULL << 10;
+  } else if (suffix == "Mi") {
+    mult = 1ULL << 20;
+  } else if (suffix == "Gi") {
+    mult = 1ULL << 30;
+  } else if (suffix == "Ti") {
+    mult = 1ULL << 40;
+  } else if (suffix == "m") {
+    div = 1000;
+  } else {
+    return bad("is not a whole number");
+  }
+  if (div > 1) {
+    if (base % div != 0) return bad("is not a whole number");
+    base /= div;
+  }
+  if (mult > 1 && base > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / mult) return bad("is too large");
+  uint64_t v = base * mult;
+  if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return bad("is too large");
+  return static_cast<int64_t>(v);
+}
+
+Result<std::optional<int64_t>> container_resource(const json::object& container, std::string_view resource) {
+  const json::object* res = find_object(container, "resources");
+  if (res == nullptr) return std::optional<int64_t>{};
+  for (const char* section : {"limits", "requests"}) {
+    const json::object* m = find_object(*res, section);
+    if (m == nullptr) continue;
+    auto it = m->find(resource);
+    if (it == m->end()) continue;
+    const json::value& v = it->value();
+    Result<int64_t> q = make_error("");
+    if (v.is_string()) {
+      q = parse_whole_quantity(v.get_string());
+    } else if (v.is_int64() && v.get_int64() >= 0) {
+      q = v.get_int64();
+    } else if (v.is_uint64() && v.get_uint64() <= uint64_t(std::numeric_limits<int64_t>::max())) {
+      q = static_cast<int64_t>(v.get_uint64());
+    } else {
+      q = make_error("\"" + quantity_text(v) + "\" is not a whole number");
+    }
+    if (!q.ok()) return make_error(std::string(resource) + ": " + q.message());
+    return std::optional<int64_t>{q.value()};
+  }
+  return std::optional<int64_t>{};
+}
+
+bool container_asks_gpu(const json::object& container, const DeviceConfig& d) {
+  const json::object* res = find_object(container, "resources");
+  if (res == nullptr) return false;
+  for (const char* section : {"limits", "requests"}) {
+    const json::object* m = find_object(*res, section);
+    if (m == nullptr) continue;
+    for (const std::string* name : {&d.gpu_resource, &d.memory_resource, &d.memory_percentage_resource, &d.cores_resource}) {
+      if (m->contains(*name)) return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+Result<ContainerGpuRequest> extract_container(const json::object& c, bool init, const DeviceConfig& d) {
+  ContainerGpuRequest out;
+  out.init = init;
+  if (auto it = c.find("name"); it != c.end() && it->value().is_string()) out.name = std::string(it->value().get_string());
+  auto prefix = [&]() { return std::string(init ? "init container \"" : "container \"") + out.name + "\": "; };
+  auto gpus = container_resource(c, d.gpu_resource);
+  if (!gpus.ok()) return make_error(prefix() + gpus.message());
+  auto mem = container_resource(c, d.memory_resource);
+  if (!mem.ok()) return make_error(prefix() + mem.message());
+  auto pct = container_resource(c, d.memory_percentage_resource);
+  if (!pct.ok()) return make_error(prefix() + pct.message());
+  auto cores = container_resource(c, d.cores_resource);
+  if (!cores.ok()) return make_error(prefix() + cores.message());
+
+  if (pct.value() && *pct.value() > 100) {
+    return make_error(prefix() + d.memory_percentage_resource + ": \"" + std::to_string(*pct.value()) +
+                      "\" is outside 0..100");
+  }
+  if (cores.value() && *cores.value() > 100) {
+    return make_error(prefix() + d.cores_resource + ": \"" + std::to_string(*cores.value()) + "\" is above 100");
+  }
+  bool has_other = mem.value().has_value() || pct.value().has_value() || cores.value().has_value();
+  if (gpus.value()) {
+    out.gpus = *gpus.value();
+  } else if (has_other) {
+    out.gpus = d.default_gpu_num;
+  }
+  if (out.gpus == 0) return out;
+  if (out.gpus > 1024) {
+    return make_error(prefix() + d.gpu_resource + ": \"" + std::to_string(out.gpus) + "\" is more cards than any node has");
+  }
+  int64_t mem_mib = mem.value().value_or(0);
+  int64_t pct_v = pct.value().value_or(0);
+  if (mem_mib > 0) {
+    if (mem_mib > std::numeric_limits<int32_t>::max() / d.memory_factor) {
+      return make_error(prefix() + d.memory_resource + ": \"" + std::to_string(mem_mib) + "\" is too large");
+    }
+    out.mem_mib = mem_mib * d.memory_factor;
+  } else if (pct_v > 0) {
+    out.mem_percent = pct_v;
+  } else if (d.default_memory_mib > 0) {
+    out.mem_mib = d.default_memory_mib;
+  } else {
+    out.mem_percent = 100;
+  }
+  if (cores.value()) {
+    out.cores = *cores.value();
+  } else if (pct_v == 100 || (mem_mib == 0 && pct_v == 0 && !mem.value() && !pct.value())) {
+    out.cores = 100;  // exclusive card (HAMi defaultExclusiveCoreIfNeeded)
+  } else {
+    out.cores = d.default_cores;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<PodGpuRequest> extract_gpu_request(const json::object& pod, const DeviceConfig& d) {
+  PodGpuRequest out;
+  const json::object* spec = find_object(pod, "spec");
+  if (spec == nullptr) return out;
+  for (const char* key : {"initContainers", "containers"}) {
+    auto it = spec->find(key);
+    if (it == spec->end() || !it->value().is_array()) continue;
+    bool init = std::string_view(key) == "initContainers";
+    for (const auto& cv : it->value().get_array()) {
+      if (!cv.is_object()) return make_error(std::string("spec.") + key + ": every entry must be an object");
+      auto r = extract_container(cv.get_object(), init, d);
+      if (!r.ok()) return r.error();
+      out.containers.push_back(std::move(r.value()));
+    }
+  }
+  return out;
+}
+
+std::string encode_gpu_request(const PodGpuRequest& request) {
+  json::array arr;
+  arr.reserve(request.containers.size());
+  for (const auto& c : request.containers) {
+    json::object o;
+    o["name"] = c.name;
+    o["init"] = c.init;
+    o["gpus"] = c.gpus;
+    if (c.gpus > 0) {
+      if (c.mem_mib) o["memMiB"] = *c.mem_mib;
+      if (c.mem_percent) o["memPercent"] = *c.mem_percent;
+      o["cores"] = c.cores;
+    }
+    arr.emplace_back(std::move(o));
+  }
+  json::object root;
+  root["containers"] = std::move(arr);
+  return json::serialize(root);
+}
+
+Result<PodGpuRequest> decode_gpu_request(std::string_view text) {
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  std::string where = std::string(kGpuRequestAnnotation);
+  if (ec) return make_error(where + ": invalid JSON (" + ec.message() + ")");
+  if (!v.is_object()) return make_error(where + ": must be a JSON object");
+  auto* containers = v.get_object().if_contains("containers");
+  if (containers == nullptr || !containers->is_array()) return make_error(where + ": containers: must be a list");
+  PodGpuRequest out;
+  size_t i = 0;
+  auto int_field = [&](const json::object& o, std::string_view key, int64_t lo, int64_t hi,
+                       std::optional<int64_t>& dst) -> Status {
+    auto* f = o.if_contains(key);
+    if (f == nullptr) return Status::Ok();
+    std::string path = where + ": containers[" + std::to_string(i) + "]." + std::string(key);
+    if (!f->is_int64() && !f->is_uint64()) return make_error(path + ": " + json::serialize(*f) + " is not an integer");
+    int64_t x = f->is_int64() ? f->get_int64() : static_cast<int64_t>(std::min<uint64_t>(f->get_uint64(), INT64_MAX));
+    if (x < lo || x > hi) return make_error(path + ": " + std::to_string(x) + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
+    dst = x;
+    return Status::Ok();
+  };
+  for (const auto& cv : containers->get_array()) {
+    std::string path = where + ": containers[" + std::to_string(i) + "]";
+    if (!cv.is_object()) return make_error(path + ": must be an object");
+    const auto& o = cv.get_object();
+    ContainerGpuRequest c;
+    if (auto* n = o.if_contains("name"); n != nullptr && n->is_string()) c.name = std::string(n->get_string());
+    if (auto* n = o.if_contains("init"); n != nullptr) {
+      if (!n->is_bool()) return make_error(path + ".init: " + json::serialize(*n) + " is not a boolean");
+      c.init = n->get_bool();
+    }
+    std::optional<int64_t> gpus, cores;
+    if (auto st = int_field(o, "gpus", 0, 1024, gpus); !st.ok()) return st.error();
+    if (!gpus) return make_error(path + ".gpus: missing");
+    c.gpus = *gpus;
+    if (auto st = int_field(o, "memMiB", 1, std::numeric_limits<int32_t>::max(), c.mem_mib); !st.ok()) return st.error();
+    if (auto st = int_field(o, "memPercent", 1, 100, c.mem_percent); !st.ok()) return st.error();
+    if (auto st = int_field(o, "cores", 0, 100, cores); !st.ok()) return st.error();
+    if (c.gpus > 0) {
+      if (c.mem_mib.has_value() == c.mem_percent.has_value()) {
+        return make_error(path + ": exactly one of memMiB and memPercent must be set");
+      }
+      if (!cores) return make_error(path + ".cores: missing");
+      c.cores = *cores;
+    } else {
+      c.mem_mib.reset();
+      c.mem_percent.reset();
+    }
+    out.containers.push_back(std::move(c));
+    ++i;
+  }
+  return out;
+}
+
+}  // namespace gpuslice

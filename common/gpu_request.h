@@ -1,0 +1,71 @@
+#pragma once
+// The normalized GPU request of a pod: what each container asks for, resolved with HAMi's rules
+// (hami-protocol.md §1, §2, §6). The webhook computes it and stores it in the pod annotation
+// `gpuslice.io/gpu-request`; the scheduler reads that annotation, or computes the same from the pod's
+// resources when it is absent. Pure: plain data and Boost.JSON values, no I/O.
+//
+// Annotation value (JSON), containers in init-then-app order, every container present:
+//   {"containers":[{"name":"init","init":true,"gpus":0},
+//                  {"name":"main","init":false,"gpus":1,"memMiB":20000,"cores":30},
+//                  {"name":"pct","init":false,"gpus":2,"memPercent":50,"cores":0}]}
+// For a container with gpus > 0 exactly one of memMiB (already multiplied by memoryFactor) and memPercent
+// (1..100, of the chosen card's memory) is present, and cores (0..100, per card) is always present.
+
+#include "common/config.h"
+#include "common/result.h"
+
+#include <boost/json/object.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuslice {
+
+inline constexpr std::string_view kGpuRequestAnnotation = "gpuslice.io/gpu-request";
+
+struct ContainerGpuRequest {
+  std::string name;
+  bool init = false;
+  int64_t gpus = 0;                   ///< distinct physical cards
+  std::optional<int64_t> mem_mib;     ///< per card, memoryFactor applied
+  std::optional<int64_t> mem_percent; ///< per card, of the card's total memory
+  int64_t cores = 0;                  ///< percent of one card's compute, per card
+
+  bool operator==(const ContainerGpuRequest&) const = default;
+};
+
+struct PodGpuRequest {
+  std::vector<ContainerGpuRequest> containers;  ///< init containers first, then app containers
+
+  bool any() const;
+  bool operator==(const PodGpuRequest&) const = default;
+};
+
+/// Parses a Kubernetes quantity that must be a whole number ("3", "20000", "2k", "1Gi"). Fractions, milli
+/// units that do not divide evenly, exponents and negatives are rejected.
+Result<int64_t> parse_whole_quantity(std::string_view text);
+
+/// Reads one container resource as HAMi does: from limits, else from requests. Returns nullopt when absent
+/// in both, an error naming the resource and value when present but not a whole non-negative number.
+Result<std::optional<int64_t>> container_resource(const boost::json::object& container, std::string_view resource);
+
+/// True when a container names any of the configured GPU resources in its limits or requests.
+bool container_asks_gpu(const boost::json::object& container, const DeviceConfig& devices);
+
+/// Computes the normalized request from a pod object (its spec.initContainers and spec.containers), applying
+/// HAMi's defaults: gpus defaults to defaultGPUNum when memory, cores or percentage come without a count;
+/// memory is gpumem x memoryFactor, else the percentage, else defaultMemory, else 100 % of the card;
+/// cores default to 100 when only a count (or 100 %) is asked (exclusive card), else defaultCores.
+/// Errors name the container, the resource and the value (not a whole number, percentage outside 0..100,
+/// cores above 100, memory above what fits in int32 after the factor).
+Result<PodGpuRequest> extract_gpu_request(const boost::json::object& pod, const DeviceConfig& devices);
+
+std::string encode_gpu_request(const PodGpuRequest& request);
+/// Decodes the annotation value; errors name the field and value. Unknown fields are ignored (forward
+/// compatibility), missing required ones are errors.
+Result<PodGpuRequest> decode_gpu_request(std::string_view json_text);
+
+}  // namespace gpuslice

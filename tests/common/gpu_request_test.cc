@@ -1,0 +1,75 @@
+#include "common/gpu_request.h"
+
+#include <boost/json/parse.hpp>
+#include <catch2/catch.hpp>
+
+using namespace gpuslice;
+
+namespace {
+boost::json::object pod(const char* containers_json) {
+  return boost::json::parse(std::string("{\"spec\":{\"containers\":") + containers_json + "}}").as_object();
+}
+}  // namespace
+
+TEST_CASE("a bare GPU count asks for a whole exclusive card") {
+  auto r = extract_gpu_request(pod(R"([{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}])"), DeviceConfig{});
+  REQUIRE(r.ok());
+  REQUIRE(r->containers.size() == 1);
+  CHECK(r->containers[0].gpus == 1);
+  CHECK(r->containers[0].mem_percent == 100);
+  CHECK(r->containers[0].cores == 100);
+}
+
+TEST_CASE("memory and cores without a count default to one GPU; memoryFactor applies") {
+  DeviceConfig d;
+  d.memory_factor = 2;
+  auto r = extract_gpu_request(
+      pod(R"([{"name":"c","resources":{"limits":{"nvidia.com/gpumem":"1000","nvidia.com/gpucores":"30"}}}])"), d);
+  REQUIRE(r.ok());
+  CHECK(r->containers[0].gpus == 1);
+  CHECK(r->containers[0].mem_mib == 2000);
+  CHECK(r->containers[0].cores == 30);
+}
+
+TEST_CASE("requests are read where limits are absent") {
+  auto r = extract_gpu_request(
+      pod(R"([{"name":"c","resources":{"requests":{"nvidia.com/gpu":"2","nvidia.com/gpumem-percentage":"50"}}}])"),
+      DeviceConfig{});
+  REQUIRE(r.ok());
+  CHECK(r->containers[0].gpus == 2);
+  CHECK(r->containers[0].mem_percent == 50);
+  CHECK(r->containers[0].cores == 0);
+}
+
+TEST_CASE("bad values name the container, resource and value") {
+  auto r = extract_gpu_request(pod(R"([{"name":"c","resources":{"limits":{"nvidia.com/gpumem":"1.5"}}}])"), DeviceConfig{});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.message() == "container \"c\": nvidia.com/gpumem: \"1.5\" is not a whole number");
+  auto p = extract_gpu_request(pod(R"([{"name":"c","resources":{"limits":{"nvidia.com/gpumem-percentage":"101"}}}])"),
+                               DeviceConfig{});
+  REQUIRE_FALSE(p.ok());
+  CHECK(p.message() == "container \"c\": nvidia.com/gpumem-percentage: \"101\" is outside 0..100");
+}
+
+TEST_CASE("the annotation round-trips") {
+  PodGpuRequest req;
+  req.containers.push_back({"i", true, 0, std::nullopt, std::nullopt, 0});
+  req.containers.push_back({"c", false, 2, 20000, std::nullopt, 30});
+  req.containers.push_back({"p", false, 1, std::nullopt, 50, 0});
+  auto back = decode_gpu_request(encode_gpu_request(req));
+  REQUIRE(back.ok());
+  CHECK(back.value() == req);
+  CHECK_FALSE(decode_gpu_request("{\"containers\":[{\"gpus\":1,\"cores\":3}]}").ok());
+  CHECK_FALSE(decode_gpu_request("[]").ok());
+}
+
+TEST_CASE("whole quantities") {
+  CHECK(parse_whole_quantity("20000").value() == 20000);
+  CHECK(parse_whole_quantity("2k").value() == 2000);
+  CHECK(parse_whole_quantity("1Ki").value() == 1024);
+  CHECK(parse_whole_quantity("3000m").value() == 3);
+  CHECK_FALSE(parse_whole_quantity("1500m").ok());
+  CHECK_FALSE(parse_whole_quantity("-1").ok());
+  CHECK_FALSE(parse_whole_quantity("1e3").ok());
+  CHECK_FALSE(parse_whole_quantity("99999999999999999999").ok());
+}

@@ -2,6 +2,8 @@
 // RFC 6902 JSON Patch operations as plain data, and RFC 6901 pointer escaping. The mutation policy emits
 // these; nothing here applies a patch (the tests use an independent applier as an oracle).
 
+#include "common/result.h"
+
 #include <boost/json/value.hpp>
 
 #include <string>
@@ -30,5 +32,9 @@ bool json_pointer_unescape(std::string_view token, std::string& out);
 std::string serialize_patch(const Patch& patch);
 
 boost::json::array patch_to_json(const Patch& patch);
+
+/// Applies add/replace/remove ops to a copy of `doc` (used by `gpuslice simulate` to see the mutated pod).
+/// Errors name the op index and path. Tests check the policy's patches with an independent applier.
+Result<boost::json::value> apply_patch(const boost::json::value& doc, const Patch& patch);
 
 }  // namespace gpuslice

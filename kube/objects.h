@@ -1,0 +1,135 @@
+#pragma once
+// Pure codecs for the objects the scheduling loop reads and writes: watch events, metav1.Status errors,
+// Binding, the PodScheduled condition patch, events.k8s.io/v1 Events, coordination.k8s.io/v1 Leases and
+// MicroTime. No I/O; time enters as a parameter.
+
+#include "common/result.h"
+#include "kube/error.h"
+
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuslice::kube {
+
+// ---- metav1.Status ---------------------------------------------------------------------------------------
+
+/// Decodes an error response: a metav1.Status body gives reason/message/code; any other body keeps the HTTP
+/// status, a reason from the status (NotFound, Conflict, ...) and the body's first 512 bytes as message.
+ApiError decode_status_error(int http_status, std::string_view body);
+/// The canonical reason for an HTTP status without a Status body ("NotFound", "Gone", "InternalError"...).
+const char* reason_for_http_status(int http_status);
+
+// ---- watch events -----------------------------------------------------------------------------------------
+
+enum class WatchEventType { added, modified, deleted, bookmark, error };
+const char* watch_event_type_name(WatchEventType t);
+
+struct WatchEvent {
+  WatchEventType type = WatchEventType::added;
+  boost::json::object object;    ///< the object (a Status for ERROR)
+  std::string resource_version;  ///< object.metadata.resourceVersion ("" for ERROR)
+  ApiError error;                ///< for ERROR: the Status decoded (code 410 reason Expired -> relist)
+};
+
+/// Decodes one watch line {"type":...,"object":{...}}. Errors name the problem (bad JSON, unknown type,
+/// object not an object).
+Result<WatchEvent> decode_watch_event(std::string_view line);
+
+// ---- lists ------------------------------------------------------------------------------------------------
+
+struct ListPage {
+  std::vector<boost::json::object> items;
+  std::string resource_version;  ///< metadata.resourceVersion of the list
+  std::string continue_token;    ///< metadata.continue ("" on the last page)
+  std::string kind;              ///< e.g. "PodList"
+};
+Result<ListPage> decode_list(std::string_view body);
+
+// ---- MicroTime --------------------------------------------------------------------------------------------
+
+/// RFC 3339 UTC with exactly 6 fraction digits: "2026-11-30T08:00:00.123456Z" (metav1.MicroTime).
+std::string format_micro_time(std::chrono::system_clock::time_point t);
+/// RFC 3339 UTC with whole seconds: "2026-11-30T08:00:00Z" (metav1.Time).
+std::string format_time(std::chrono::system_clock::time_point t);
+
+// ---- pods/binding and pods/status -------------------------------------------------------------------------
+
+/// {"apiVersion":"v1","kind":"Binding","metadata":{"name","namespace"[,"uid"]},"target":{"apiVersion":"v1",
+/// "kind":"Node","name":node}}. A non-empty pod_uid makes the API server check it is the same pod.
+boost::json::object make_binding(std::string_view ns, std::string_view pod, std::string_view node,
+                                 std::string_view pod_uid = {});
+
+struct PodCondition {
+  std::string type = "PodScheduled";
+  std::string status = "False";  ///< "True" | "False" | "Unknown"
+  std::string reason;            ///< e.g. "Unschedulable"
+  std::string message;
+  std::optional<std::chrono::system_clock::time_point> last_transition_time;
+  std::optional<std::chrono::system_clock::time_point> last_probe_time;
+};
+/// Strategic-merge patch for pods/status: {"status":{"conditions":[{...}]}} (conditions merge by type).
+boost::json::object make_pod_condition_patch(const PodCondition& c);
+
+// ---- events.k8s.io/v1 -------------------------------------------------------------------------------------
+
+struct ObjectReference {
+  std::string api_version = "v1";
+  std::string kind = "Pod";
+  std::string namespace_;
+  std::string name;
+  std::string uid;
+  std::string resource_version;
+  std::string field_path;
+};
+
+struct EventRecord {
+  std::string namespace_;   ///< the Event's namespace (usually the regarding object's; "default" if empty)
+  std::string name;         ///< empty: "<regarding.name>.<hex unix nanos>" as client-go names them
+  std::chrono::system_clock::time_point event_time;
+  std::string reporting_controller = "gpuslice.io/scheduler";
+  std::string reporting_instance;  ///< e.g. the holder identity / pod name
+  std::string action = "Scheduling";   ///< <= 128 bytes
+  std::string reason;                  ///< <= 128 bytes, e.g. "Scheduled", "FailedScheduling"
+  std::string type = "Normal";         ///< "Normal" | "Warning"
+  std::string note;                    ///< truncated to 1024 bytes on a UTF-8 boundary
+  ObjectReference regarding;
+};
+/// The events.k8s.io/v1 Event object (eventTime as MicroTime; action/reason truncated to 128, note to 1 kB).
+boost::json::object make_event(const EventRecord& e);
+/// Truncates to at most `max_bytes` without splitting a UTF-8 sequence.
+std::string truncate_utf8(std::string_view s, std::size_t max_bytes);
+
+// ---- coordination.k8s.io/v1 Lease -------------------------------------------------------------------------
+
+struct Lease {
+  std::string namespace_;
+  std::string name;
+  std::string resource_version;  ///< from the server; sent back on update as the precondition
+  std::string uid;
+  std::string holder_identity;
+  int32_t lease_duration_seconds = 0;
+  std::optional<std::chrono::system_clock::time_point> acquire_time;  ///< MicroTime on the wire
+  std::optional<std::chrono::system_clock::time_point> renew_time;
+  int32_t lease_transitions = 0;
+};
+boost::json::object encode_lease(const Lease& l);
+Result<Lease> decode_lease(const boost::json::object& o);
+
+// ---- small accessors --------------------------------------------------------------------------------------
+
+/// The string at a JSON pointer ("/metadata/name"), or "" when absent or not a string.
+std::string string_at(const boost::json::object& o, std::string_view pointer);
+/// metadata.resourceVersion, metadata.name, metadata.namespace, metadata.uid.
+std::string resource_version_of(const boost::json::object& o);
+std::string name_of(const boost::json::object& o);
+std::string namespace_of(const boost::json::object& o);
+std::string uid_of(const boost::json::object& o);
+
+}  // namespace gpuslice::kube

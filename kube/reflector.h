@@ -1,0 +1,85 @@
+#pragma once
+// Reflector (informer core): list, then watch from the list's resourceVersion, resuming each watch from the
+// last resourceVersion seen (bookmarks included) after jittered backoff; relists on 410 Gone (HTTP or
+// in-stream) and on watch errors that a resume cannot fix. Delivers events to one handler on the client's
+// executor, in order.
+//
+//   kube::Reflector pods(client, {.resource = kube::resources::pods(),
+//                                 .field_selector = "spec.schedulerName=gpuslice-scheduler"},
+//                        [&](const kube::ReflectorEvent& e) { ... });
+//   co_spawn(io, pods.run(), detached);   // ... later: pods.stop();
+
+#include "kube/backoff.h"
+#include "kube/client.h"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gpuslice::kube {
+
+enum class ReflectorEventType {
+  added,
+  modified,
+  deleted,
+  bookmark,  ///< only the resourceVersion advanced (object holds just metadata.resourceVersion)
+  relisted,  ///< a full list: `items` is the complete current state; replace the cache with it. The first
+             ///< list is delivered this way too.
+};
+const char* reflector_event_type_name(ReflectorEventType t);
+
+struct ReflectorEvent {
+  ReflectorEventType type = ReflectorEventType::added;
+  const boost::json::object* object = nullptr;  ///< added/modified/deleted/bookmark; valid during the call
+  const std::vector<boost::json::object>* items = nullptr;  ///< relisted only; valid during the call
+  std::string resource_version;  ///< the event's or the list's resourceVersion
+};
+
+struct ReflectorOptions {
+  Resource resource;
+  std::string namespace_;      ///< "" = all namespaces
+  std::string label_selector;
+  std::string field_selector;
+  int64_t page_size = 500;
+  int watch_timeout_seconds = 300;  ///< per watch request; jittered up to +50% (randomness injected)
+  BackoffPolicy backoff{std::chrono::milliseconds(200), std::chrono::milliseconds(30000), 2.0, 0.5};
+  UniformRandom random;        ///< empty: make_uniform_random()
+  std::string name;            ///< for logs, e.g. "pods"
+};
+
+class Reflector {
+ public:
+  using Handler = std::function<void(const ReflectorEvent& event)>;
+
+  Reflector(std::shared_ptr<Client> client, ReflectorOptions options, Handler handler);
+
+  /// Runs list+watch until stop(). Errors are logged, counted and retried with backoff; returns once
+  /// stopped. Call on the client's executor; one run() at a time.
+  boost::asio::awaitable<void> run();
+  /// Ends run() soon (closes the watch in flight; a list in flight finishes first). Call on the executor.
+  void stop();
+
+  bool has_synced() const { return synced_; }  ///< true after the first successful list was delivered
+  const std::string& last_resource_version() const { return last_rv_; }
+  int relists() const { return relists_; }     ///< lists done (the first included)
+  int watches() const { return watches_; }     ///< watch requests started
+
+ private:
+  boost::asio::awaitable<bool> sleep(std::chrono::milliseconds d);
+
+  std::shared_ptr<Client> client_;
+  ReflectorOptions options_;
+  Handler handler_;
+  std::shared_ptr<Cancellation> cancel_;
+  bool stopped_ = false;
+  bool synced_ = false;
+  std::string last_rv_;
+  int relists_ = 0;
+  int watches_ = 0;
+};
+
+}  // namespace gpuslice::kube

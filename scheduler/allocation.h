@@ -1,0 +1,56 @@
+#pragma once
+// Allocation codec: the device strings the scheduler writes on a pod and the device plugin consumes
+// (hami-protocol.md §4), and the names of the other scheduler-owned annotations. Pure.
+//
+// Device string: per device `UUID,NVIDIA,<memMiB>,<cores>:`, each container slot ends with `;`, init containers
+// first, then app containers, EVERY slot kept (an empty slot is just `;`), e.g. init i0 (1 GPU), app c0 (none),
+// app c1 (2 GPUs):  `GPU-a,NVIDIA,2000,20:;;GPU-b,NVIDIA,3000,30:GPU-c,NVIDIA,3000,30:;`
+
+#include "common/result.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuslice::scheduler {
+
+inline constexpr std::string_view kVgpuNodeAnnotation = "hami.io/vgpu-node";  ///< also written as a label
+inline constexpr std::string_view kVgpuTimeAnnotation = "hami.io/vgpu-time";  ///< unix seconds
+inline constexpr std::string_view kDevicesToAllocateAnnotation = "hami.io/vgpu-devices-to-allocate";
+inline constexpr std::string_view kDevicesAllocatedAnnotation = "hami.io/vgpu-devices-allocated";
+inline constexpr std::string_view kBindPhaseAnnotation = "hami.io/bind-phase";  ///< allocating|success|failed
+inline constexpr std::string_view kBindTimeAnnotation = "hami.io/bind-time";    ///< unix seconds
+inline constexpr std::string_view kNodeLockAnnotation = "hami.io/mutex.lock";   ///< `<RFC3339>,<ns>,<pod>` on the node
+inline constexpr std::string_view kBindPhaseAllocating = "allocating";
+inline constexpr std::string_view kBindPhaseSuccess = "success";
+inline constexpr std::string_view kBindPhaseFailed = "failed";
+/// The vendor word in the device string's type field (never the card model).
+inline constexpr std::string_view kNvidiaVendorWord = "NVIDIA";
+
+/// One card given to one container.
+struct ContainerDevice {
+  std::string uuid;
+  std::string type = std::string(kNvidiaVendorWord);
+  int64_t mem_mib = 0;  ///< per card
+  int64_t cores = 0;    ///< percent of the card
+
+  bool operator==(const ContainerDevice&) const = default;
+};
+
+using ContainerDevices = std::vector<ContainerDevice>;
+/// One entry per container slot of the pod, init containers first; an entry is empty when that container has no GPU.
+using PodDevices = std::vector<ContainerDevices>;
+
+/// Encodes every slot (empty ones as `;`). A pod with zero slots encodes as "".
+std::string encode_pod_devices(const PodDevices& devices);
+
+/// Decodes a device string, keeping empty slots: "A:;;B:;" -> [[A],[],[B]]. Like HAMi, segments of a container
+/// without a comma are ignored and a device needs at least 4 fields; mem and cores must be non-negative integers.
+/// A trailing part not ended by `;` counts as a last slot. Errors name the slot, device, field and value.
+Result<PodDevices> decode_pod_devices(std::string_view text);
+
+/// True when some slot holds a device of the vendor word (HAMi's "anything left to allocate" test).
+bool has_devices(const PodDevices& devices);
+
+}  // namespace gpuslice::scheduler

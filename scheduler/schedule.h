@@ -1,0 +1,108 @@
+#pragma once
+// Filter and score: one pod against a Snapshot, HAMi's rules (hami-protocol.md §6-10) with gpuslice's fixes
+// (quota across all cards, every container slot kept, intended card score, deterministic ties). Pure: the same
+// snapshot and pod always give the same decision.
+//
+// Node level, in order: unschedulable, nodeSelector + required node affinity, taints (NoSchedule/NoExecute)
+// against tolerations, cpu/memory/ephemeral-storage/pod count, "node unregistered" (GPU pods only). Card level,
+// per container, in HAMi's order: NodeInsufficientDevice (more cards asked than the node has), then per card
+// CardNotHealth, CardCordoned, CardTypeMismatch, NumaNotFit, CardUuidMismatch, CardTimeSlicingExhausted,
+// ExclusiveDeviceAllocateConflict (mutex), ResourceQuotaNotFit, CardInsufficientMemory, CardInsufficientCore,
+// ExclusiveDeviceAllocateConflict (exclusive request on a used card), CardComputeUnitsExhausted.
+// Init containers each fit on the node's usage as is; app containers accumulate.
+//
+// The winner is the first node, in node-policy order (binpack: highest node score, spread: lowest; ties by name),
+// that passes every filter: HAMi's node score depends only on existing usage, so this equals scoring every
+// fitting node, while the snapshot's free-capacity index lets us skip nodes that cannot fit.
+
+#include "common/config.h"
+#include "scheduler/allocation.h"
+#include "scheduler/pod_info.h"
+#include "scheduler/snapshot.h"
+
+#include <boost/json/object.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuslice::scheduler {
+
+// HAMi's reason strings (pkg/device/common/common.go) and kube-scheduler's node-level ones.
+namespace reason {
+inline constexpr std::string_view kCardTypeMismatch = "CardTypeMismatch";
+inline constexpr std::string_view kCardUuidMismatch = "CardUuidMismatch";
+inline constexpr std::string_view kCardTimeSlicingExhausted = "CardTimeSlicingExhausted";
+inline constexpr std::string_view kCardComputeUnitsExhausted = "CardComputeUnitsExhausted";
+inline constexpr std::string_view kCardInsufficientMemory = "CardInsufficientMemory";
+inline constexpr std::string_view kCardInsufficientCore = "CardInsufficientCore";
+inline constexpr std::string_view kCardNotHealth = "CardNotHealth";
+inline constexpr std::string_view kCardCordoned = "CardCordoned";
+inline constexpr std::string_view kNumaNotFit = "NumaNotFit";
+inline constexpr std::string_view kExclusiveDeviceAllocateConflict = "ExclusiveDeviceAllocateConflict";
+inline constexpr std::string_view kNodeInsufficientDevice = "NodeInsufficientDevice";
+inline constexpr std::string_view kAllocatedCardsInsufficientRequest = "AllocatedCardsInsufficientRequest";
+inline constexpr std::string_view kResourceQuotaNotFit = "ResourceQuotaNotFit";
+inline constexpr std::string_view kNodeUnregistered = "node unregistered";
+inline constexpr std::string_view kNodeUnschedulable = "node(s) were unschedulable";
+inline constexpr std::string_view kNodeAffinity = "node(s) didn't match Pod's node affinity/selector";
+inline constexpr std::string_view kInsufficientCpu = "Insufficient cpu";
+inline constexpr std::string_view kInsufficientMemory = "Insufficient memory";
+inline constexpr std::string_view kInsufficientEphemeral = "Insufficient ephemeral-storage";
+inline constexpr std::string_view kTooManyPods = "Too many pods";
+/// Prefix of `node(s) had untolerated taint {key: value}`.
+inline constexpr std::string_view kUntoleratedTaintPrefix = "node(s) had untolerated taint ";
+}  // namespace reason
+
+struct ScheduleOptions {
+  std::string node_policy = "binpack";  ///< binpack | spread; a pod's hami.io/node-scheduler-policy overrides
+  std::string gpu_policy = "spread";    ///< spread | binpack; a pod's hami.io/gpu-scheduler-policy overrides
+  /// Collect the per-node failures (and the message) when nothing fits. The message needs every node once.
+  bool explain_failures = true;
+
+  static ScheduleOptions from(const SchedulerConfig& config);
+};
+
+/// Why one node was rejected.
+struct NodeFailure {
+  std::string node;
+  /// Distinct reasons, sorted, each counted once for this node in the kube-style message.
+  std::vector<std::string> reasons;
+  /// HAMi's per-node string (`GenReason`): "1/2 CardInsufficientMemory, 1/2 CardTypeMismatch", or a bare literal
+  /// (`NodeInsufficientDevice`, `node unregistered`) or the node-level reason.
+  std::string detail;
+};
+
+struct Decision {
+  bool scheduled = false;
+  std::string node;
+  /// One slot per container of the pod's GPU request (init first), empty for containers without GPU.
+  PodDevices devices;
+  double node_score = 0;
+  /// When not scheduled: `0/N nodes are available: 1 CardInsufficientCore.` (kube-scheduler style, usable as the
+  /// PodScheduled=False message); also an error about the pod itself (e.g. no nodes at all).
+  std::string message;
+  std::vector<NodeFailure> failures;  ///< when not scheduled and explain_failures: every node, name order
+  size_t nodes_total = 0;
+  size_t nodes_visited = 0;  ///< nodes examined in full (a measure of the index's pruning)
+};
+
+/// Decides where `pod` goes. The pod's own record in the snapshot, if any, is NOT discounted: forget() or
+/// remove_pod() it first when re-deciding (HAMi drops the old reservation the same way).
+Decision schedule(const Snapshot& snapshot, const PodInfo& pod, const ScheduleOptions& options);
+
+/// kube-scheduler's FitError text: "0/N nodes are available: " + "<count> <reason>" entries sorted as strings,
+/// joined by ", ", then "." (N = total). With no reasons: "0/N nodes are available."
+std::string format_failure_message(size_t total_nodes, const std::map<std::string, size_t, std::less<>>& counts);
+
+/// The annotations the scheduler writes on a placed pod (hami-protocol.md §4): hami.io/vgpu-node,
+/// hami.io/vgpu-time (unix seconds), hami.io/vgpu-devices-to-allocate and -allocated (identical).
+boost::json::object allocation_annotations(const Decision& decision, int64_t now_unix);
+
+/// The memory a container asks per card on `card` (gpumem, or the percentage of the card's memory).
+int64_t request_mem_on_card(const ContainerGpuRequest& request, const DeviceInfo& card);
+
+}  // namespace gpuslice::scheduler

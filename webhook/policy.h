@@ -20,6 +20,7 @@ struct MutationResult {
   std::string message;      ///< why denied, or why skipped
   Patch patch;              ///< empty when nothing to change
   bool gpu_pod = false;     ///< the pod asks for GPU resources and was taken by this policy
+  bool skipped = false;     ///< allowed untouched by a skip rule (other scheduler, ignore label or namespace)
 };
 
 /// Decides on one Pod. `ns` is the request namespace (the object's may be empty on CREATE).

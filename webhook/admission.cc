@@ -1,0 +1,197 @@
+#include "webhook/admission.h"
+
+#include "common/base64.h"
+
+#include <boost/json/monotonic_resource.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <exception>
+#include <new>
+
+namespace gpuslice::webhook {
+namespace json = boost::json;
+
+namespace {
+
+constexpr std::string_view kV1 = "admission.k8s.io/v1";
+constexpr std::string_view kV1beta1 = "admission.k8s.io/v1beta1";
+constexpr std::string_view kKind = "AdmissionReview";
+// A Pod inside an AdmissionReview nests about 12 levels deep (affinity terms); 64 leaves room for CRDs
+// while bounding the parser's recursion.
+constexpr unsigned kMaxDepth = 64;
+
+const char* json_kind(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null:
+      return "null";
+    case json::kind::bool_:
+      return "boolean";
+    case json::kind::int64:
+    case json::kind::uint64:
+    case json::kind::double_:
+      return "number";
+    case json::kind::string:
+      return "string";
+    case json::kind::array:
+      return "array";
+    case json::kind::object:
+      return "object";
+  }
+  return "value";
+}
+
+std::string_view string_or_empty(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
+}
+
+// Decodes into values owned by `sp`, so review() can parse into a stack buffer and drop it at once.
+Result<AdmissionRequest> decode(std::string_view body, json::storage_ptr sp) {
+  json::parse_options opt;
+  opt.max_depth = kMaxDepth;
+  boost::system::error_code ec;
+  json::value doc = json::parse(body, ec, std::move(sp), opt);
+  if (ec) return make_error("malformed JSON: " + ec.message());
+  json::object* root = doc.if_object();
+  if (root == nullptr) return make_error(std::string("not an AdmissionReview: the body is a JSON ") + json_kind(doc));
+  const json::value* kind = root->if_contains("kind");
+  if (kind == nullptr) return make_error("not an AdmissionReview: kind is missing");
+  if (!kind->is_string() || kind->get_string() != kKind) {
+    return make_error("not an AdmissionReview: kind " + json::serialize(*kind));
+  }
+  const json::value* api = root->if_contains("apiVersion");
+  if (api == nullptr) return make_error("unsupported apiVersion: apiVersion is missing");
+  if (!api->is_string() || (api->get_string() != kV1 && api->get_string() != kV1beta1)) {
+    return make_error("unsupported apiVersion " + json::serialize(*api) + " (want " + std::string(kV1) + " or " +
+                      std::string(kV1beta1) + ")");
+  }
+  json::value* request_v = root->if_contains("request");
+  if (request_v == nullptr || request_v->is_null()) return make_error("missing request");
+  json::object* request = request_v->if_object();
+  if (request == nullptr) return make_error(std::string("request is a JSON ") + json_kind(*request_v) + ", not an object");
+  const json::value* uid = request->if_contains("uid");
+  if (uid == nullptr || !uid->is_string() || uid->get_string().empty()) {
+    return make_error(uid == nullptr ? "missing request.uid" : "missing request.uid: " + json::serialize(*uid));
+  }
+  json::value* object = request->if_contains("object");
+  if (object == nullptr || object->is_null()) return make_error("missing request.object");
+
+  std::string_view kind_kind;
+  if (const json::value* k = request->if_contains("kind"); k != nullptr && k->is_object()) {
+    kind_kind = string_or_empty(k->get_object(), "kind");
+  }
+  const json::value* dry = request->if_contains("dryRun");
+  // Aggregate initialisation move-constructs `object`, which keeps its storage: no copy of the pod.
+  return AdmissionRequest{std::string(api->get_string()),
+                          std::string(uid->get_string()),
+                          std::string(kind_kind),
+                          std::string(string_or_empty(*request, "namespace")),
+                          std::string(string_or_empty(*request, "operation")),
+                          dry != nullptr && dry->is_bool() && dry->get_bool(),
+                          json::value(std::move(*object))};
+}
+
+ReviewReply plain(int status, std::string text, ReviewOutcome outcome) {
+  ReviewReply r;
+  r.http_status = status;
+  r.content_type = "text/plain; charset=utf-8";
+  r.body = std::move(text);
+  r.body.push_back('\n');
+  r.outcome = outcome;
+  return r;
+}
+
+}  // namespace
+
+const char* outcome_name(ReviewOutcome o) {
+  switch (o) {
+    case ReviewOutcome::patched:
+      return "patched";
+    case ReviewOutcome::allowed:
+      return "allowed";
+    case ReviewOutcome::skipped:
+      return "skipped";
+    case ReviewOutcome::denied:
+      return "denied";
+    case ReviewOutcome::rejected:
+      return "rejected";
+  }
+  return "unknown";
+}
+
+Result<AdmissionRequest> decode_admission_review(std::string_view body) {
+  // A shared monotonic resource: the parse allocates in a few large blocks, which the returned object keeps.
+  return decode(body, json::make_shared_resource<json::monotonic_resource>());
+}
+
+std::string encode_admission_response(const AdmissionRequest& req, const MutationResult& result) {
+  unsigned char buf[2048];
+  json::monotonic_resource mr(buf, sizeof buf);
+  json::object response(&mr);
+  response.reserve(5);
+  response["uid"] = req.uid;
+  response["allowed"] = result.allowed;
+  if (!result.allowed) {
+    json::object status(&mr);
+    status["code"] = result.code;
+    status["reason"] = result.reason;
+    status["message"] = result.message;
+    response["status"] = std::move(status);
+  } else if (!result.message.empty()) {
+    json::object status(&mr);
+    status["code"] = 200;
+    status["message"] = result.message;
+    response["status"] = std::move(status);
+  }
+  if (result.allowed && !result.patch.empty()) {
+    response["patchType"] = "JSONPatch";
+    response["patch"] = base64_encode(serialize_patch(result.patch));
+  }
+  json::object root(&mr);
+  root.reserve(3);
+  root["apiVersion"] = req.api_version;
+  root["kind"] = kKind;
+  root["response"] = std::move(response);
+  return json::serialize(root);
+}
+
+ReviewReply review(std::string_view body, const Configuration& config) {
+  try {
+    // Typical pod reviews are a few KiB of JSON; their tree fits here, larger ones spill to the heap.
+    unsigned char buf[16384];
+    json::monotonic_resource mr(buf, sizeof buf);
+    auto decoded = decode(body, &mr);
+    if (!decoded.ok()) return plain(400, decoded.message(), ReviewOutcome::rejected);
+    const AdmissionRequest& req = decoded.value();
+
+    MutationResult result;
+    ReviewOutcome outcome = ReviewOutcome::allowed;
+    if (req.kind != "Pod") {
+      result.message = "not a Pod (request.kind.kind \"" + req.kind + "\"): allowed unchanged";
+    } else if (!req.object.is_object()) {
+      return plain(400, std::string("request.object is a JSON ") + json_kind(req.object) + ", not a Pod object",
+                   ReviewOutcome::rejected);
+    } else {
+      result = mutate_pod(req.object.get_object(), req.namespace_, config);
+      if (!result.allowed) {
+        outcome = ReviewOutcome::denied;
+      } else if (result.skipped) {
+        outcome = ReviewOutcome::skipped;
+      } else if (!result.patch.empty()) {
+        outcome = ReviewOutcome::patched;
+      }
+    }
+    ReviewReply reply;
+    reply.body = encode_admission_response(req, result);
+    reply.outcome = outcome;
+    return reply;
+  } catch (const std::bad_alloc&) {
+    return plain(500, "internal error: out of memory", ReviewOutcome::rejected);
+  } catch (const std::exception& e) {
+    // Nothing here should throw; if it does, answer rather than unwinding into the server's handler.
+    return plain(500, std::string("internal error: ") + e.what(), ReviewOutcome::rejected);
+  }
+}
+
+}  // namespace gpuslice::webhook

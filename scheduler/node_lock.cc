@@ -1,0 +1,116 @@
+#include "scheduler/node_lock.h"
+
+namespace gpuslice::scheduler {
+
+std::string format_node_lock(WallTime time, std::string_view ns, std::string_view pod) {
+  std::string out = format_rfc3339(time);
+  out += ',';
+  out += ns;
+  out += ',';
+  out += pod;
+  return out;
+}
+
+Result<NodeLockValue> parse_node_lock(std::string_view value) {
+  NodeLockValue out;
+  const size_t first = value.find(',');
+  std::string_view time_text = first == std::string_view::npos ? value : value.substr(0, first);
+  auto t = parse_rfc3339(time_text);
+  if (!t) {
+    return make_error(std::string(kNodeLockAnnotation) + ": " + t.message());
+  }
+  out.time = *t;
+  if (first == std::string_view::npos) {
+    out.legacy = true;
+    return out;
+  }
+  std::string_view rest = value.substr(first + 1);
+  const size_t second = rest.find(',');
+  if (second == std::string_view::npos || second == 0 || second + 1 >= rest.size() ||
+      rest.find(',', second + 1) != std::string_view::npos) {
+    return make_error(std::string(kNodeLockAnnotation) + ": \"" + std::string(value.substr(0, 128)) +
+                      "\" is not <RFC3339>,<namespace>,<pod>");
+  }
+  out.ns = std::string(rest.substr(0, second));
+  out.pod = std::string(rest.substr(second + 1));
+  return out;
+}
+
+bool lock_expired(std::string_view value, WallTime now, std::chrono::milliseconds timeout) {
+  auto parsed = parse_node_lock(value);
+  if (!parsed) {
+    return true;
+  }
+  return now - parsed->time > timeout;
+}
+
+bool lock_held_by(const std::optional<std::string>& current, std::string_view ns, std::string_view pod) {
+  if (!current) {
+    return false;
+  }
+  auto parsed = parse_node_lock(*current);
+  return parsed && !parsed->legacy && parsed->ns == ns && parsed->pod == pod;
+}
+
+LockDecision decide_node_lock(std::string_view node, const std::optional<std::string>& current, std::string_view ns,
+                              std::string_view pod, WallTime now, std::chrono::milliseconds timeout,
+                              LockOwnerState owner) {
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  LockDecision d;
+  const std::string node_s(node);
+  if (!current) {
+    d.action = LockAction::take;
+    d.reason = "node " + node_s + " is not locked";
+    return d;
+  }
+  auto parsed = parse_node_lock(*current);
+  if (!parsed) {
+    d.action = LockAction::take_expired;
+    d.reason = "node " + node_s + ": " + parsed.message() + "; overwriting it";
+    return d;
+  }
+  const auto age = duration_cast<milliseconds>(now - parsed->time);
+  d.holder_ns = parsed->ns;
+  d.holder_pod = parsed->pod;
+  const std::string holder = parsed->legacy ? std::string("(legacy lock)") : parsed->ns + "/" + parsed->pod;
+  if (!parsed->legacy && parsed->ns == ns && parsed->pod == pod) {
+    d.action = LockAction::already_ours;
+    d.reason = "node " + node_s + " is already locked by this pod";
+    return d;
+  }
+  // A lock from the future (clock skew between schedulers) ages from zero: it still expires within
+  // timeout + skew, and the owner checks below free it early.
+  if (age > timeout) {
+    d.action = LockAction::take_expired;
+    d.reason = "node " + node_s + " lock by " + holder + " is " + std::to_string(age.count() / 1000) +
+               "s old, past the timeout " + std::to_string(timeout.count() / 1000) + "s";
+    return d;
+  }
+  if (!parsed->legacy) {
+    switch (owner) {
+      case LockOwnerState::deleted:
+        d.action = LockAction::take_owner_gone;
+        d.reason = "node " + node_s + " lock owner " + holder + " no longer exists";
+        return d;
+      case LockOwnerState::finished:
+        d.action = LockAction::take_owner_gone;
+        d.reason = "node " + node_s + " lock owner " + holder + " has finished";
+        return d;
+      case LockOwnerState::unknown:
+        d.action = LockAction::lookup_owner;
+        d.reason = "node " + node_s + " is locked by " + holder + "; checking the owner";
+        return d;
+      case LockOwnerState::active:
+        break;
+    }
+  }
+  d.action = LockAction::contention;
+  const auto left = timeout - (age.count() < 0 ? milliseconds(0) : age);
+  d.expires_in = left.count() < 0 ? milliseconds(0) : left;
+  d.reason = "node " + node_s + " has been locked within " + std::to_string(timeout.count() / 1000) + "s by " +
+             holder + ": node lock contention";
+  return d;
+}
+
+}  // namespace gpuslice::scheduler

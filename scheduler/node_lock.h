@@ -1,0 +1,75 @@
+#pragma once
+// HAMi's per-node lock (hami-protocol.md §5) as pure decisions. The node annotation `hami.io/mutex.lock`
+// holds `<RFC3339>,<namespace>,<pod>` (legacy: a bare RFC 3339 time). The scheduler takes it before binding
+// a GPU pod to the node; the device plugin (or the lab's mock agent) releases it after Allocate; the
+// scheduler releases it when binding fails. Nothing here talks to the API: the caller reads the node (and,
+// when asked, the owner pod) and applies the decision with a resourceVersion precondition.
+
+#include "common/result.h"
+#include "scheduler/loop_time.h"
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace gpuslice::scheduler {
+
+inline constexpr std::string_view kNodeLockAnnotation = "hami.io/mutex.lock";
+
+struct NodeLockValue {
+  WallTime time;
+  std::string ns;    ///< empty for the legacy form
+  std::string pod;   ///< empty for the legacy form
+  bool legacy = false;
+};
+
+/// `<RFC3339 UTC>,<ns>,<pod>`, the form HAMi's device plugin reads with util.GetPendingPod.
+std::string format_node_lock(WallTime time, std::string_view ns, std::string_view pod);
+
+/// Parses either form. Errors name the annotation and quote the value.
+Result<NodeLockValue> parse_node_lock(std::string_view value);
+
+/// What the caller knows about the pod that owns an existing lock.
+enum class LockOwnerState {
+  unknown,   ///< not looked up yet
+  active,    ///< exists and has not finished (phase not Succeeded/Failed, no deletionTimestamp honoured)
+  finished,  ///< phase Succeeded or Failed: it will never run Allocate (HAMi PR #3047)
+  deleted,   ///< GET answered NotFound, or a different UID holds the name
+};
+
+enum class LockAction {
+  take,             ///< no lock: write ours
+  already_ours,     ///< the lock names this pod: proceed
+  take_expired,     ///< older than the timeout (or unparsable): overwrite it
+  take_owner_gone,  ///< owner deleted or finished: overwrite it
+  lookup_owner,     ///< held by another pod within the timeout: look the owner up, then decide again
+  contention,       ///< held by a live pod within the timeout: retry later
+};
+
+struct LockDecision {
+  LockAction action = LockAction::contention;
+  std::string reason;  ///< human-readable, names the node, the holder and the age
+  /// When the lock is held (lookup_owner/contention), the holder; empty for the legacy form.
+  std::string holder_ns;
+  std::string holder_pod;
+  /// For contention: how long until the lock expires by the timeout (never negative).
+  std::chrono::milliseconds expires_in{0};
+};
+
+/// HAMi's LockNode decision for pod `ns/pod` on `node`, given the current annotation value (nullopt when
+/// absent), the wall clock `now` (the lock's own timestamps are wall-clock, written by whichever scheduler
+/// took it), the timeout (HAMi: 5 min), and the owner's state when already looked up. A value that does not
+/// parse is treated as expired: it can never be released by its owner, and keeping it would stall the node.
+LockDecision decide_node_lock(std::string_view node, const std::optional<std::string>& current, std::string_view ns,
+                              std::string_view pod, WallTime now, std::chrono::milliseconds timeout,
+                              LockOwnerState owner = LockOwnerState::unknown);
+
+/// True when `current` may be removed by pod `ns/pod`: it names that pod (HAMi requires the value to end with
+/// `,<ns>,<pod>` unless forced). An absent value needs no release.
+bool lock_held_by(const std::optional<std::string>& current, std::string_view ns, std::string_view pod);
+
+/// True when the lock is past its timeout at `now` (or unparsable).
+bool lock_expired(std::string_view value, WallTime now, std::chrono::milliseconds timeout);
+
+}  // namespace gpuslice::scheduler

@@ -1,0 +1,109 @@
+#include "scheduler/node_lock.h"
+
+#include <catch2/catch.hpp>
+
+using namespace gpuslice::scheduler;
+using namespace std::chrono;
+using namespace std::chrono_literals;
+
+namespace {
+const WallTime kNow{seconds(1796024904)};  // 2026-11-30T07:48:24Z
+constexpr milliseconds kTimeout = 5min;
+}  // namespace
+
+TEST_CASE("node lock value format matches HAMi") {
+  CHECK(format_node_lock(kNow, "team-a", "train-0") == "2026-11-30T07:48:24Z,team-a,train-0");
+  auto v = parse_node_lock("2026-11-30T15:48:24+08:00,team-a,train-0");
+  REQUIRE(v.ok());
+  CHECK(v->time == kNow);
+  CHECK(v->ns == "team-a");
+  CHECK(v->pod == "train-0");
+  CHECK_FALSE(v->legacy);
+  auto legacy = parse_node_lock("2026-11-30T07:48:24Z");
+  REQUIRE(legacy.ok());
+  CHECK(legacy->legacy);
+  CHECK(legacy->pod.empty());
+}
+
+TEST_CASE("node lock parse errors name the annotation") {
+  for (const char* bad : {"garbage", "2026-11-30T07:48:24Z,ns", "2026-11-30T07:48:24Z,,pod",
+                          "2026-11-30T07:48:24Z,ns,", "2026-11-30T07:48:24Z,ns,pod,extra"}) {
+    auto r = parse_node_lock(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.message().find("hami.io/mutex.lock") != std::string::npos);
+  }
+}
+
+TEST_CASE("no lock: take") {
+  auto d = decide_node_lock("gpu-1", std::nullopt, "ns", "p", kNow, kTimeout);
+  CHECK(d.action == LockAction::take);
+}
+
+TEST_CASE("own lock: already ours") {
+  auto d = decide_node_lock("gpu-1", format_node_lock(kNow - 1min, "ns", "p"), "ns", "p", kNow, kTimeout);
+  CHECK(d.action == LockAction::already_ours);
+  // Same name in another namespace is not ours.
+  auto other = decide_node_lock("gpu-1", format_node_lock(kNow - 1min, "ns2", "p"), "ns", "p", kNow, kTimeout);
+  CHECK(other.action == LockAction::lookup_owner);
+  CHECK(other.holder_ns == "ns2");
+}
+
+TEST_CASE("expired lock is taken over; the boundary is exclusive") {
+  auto at_limit = decide_node_lock("gpu-1", format_node_lock(kNow - kTimeout, "ns", "q"), "ns", "p", kNow, kTimeout,
+                                   LockOwnerState::active);
+  CHECK(at_limit.action == LockAction::contention);
+  auto past = decide_node_lock("gpu-1", format_node_lock(kNow - kTimeout - 1s, "ns", "q"), "ns", "p", kNow, kTimeout,
+                               LockOwnerState::active);
+  CHECK(past.action == LockAction::take_expired);
+  CHECK(past.reason.find("ns/q") != std::string::npos);
+  // A legacy lock (no owner) also expires by time.
+  auto legacy = decide_node_lock("gpu-1", format_rfc3339(kNow - 6min), "ns", "p", kNow, kTimeout);
+  CHECK(legacy.action == LockAction::take_expired);
+}
+
+TEST_CASE("fresh lock by another pod: look the owner up, then decide") {
+  const auto value = format_node_lock(kNow - 30s, "ns", "q");
+  auto first = decide_node_lock("gpu-1", value, "ns", "p", kNow, kTimeout);
+  REQUIRE(first.action == LockAction::lookup_owner);
+  CHECK(first.holder_pod == "q");
+
+  auto gone = decide_node_lock("gpu-1", value, "ns", "p", kNow, kTimeout, LockOwnerState::deleted);
+  CHECK(gone.action == LockAction::take_owner_gone);
+  auto finished = decide_node_lock("gpu-1", value, "ns", "p", kNow, kTimeout, LockOwnerState::finished);
+  CHECK(finished.action == LockAction::take_owner_gone);
+  auto live = decide_node_lock("gpu-1", value, "ns", "p", kNow, kTimeout, LockOwnerState::active);
+  CHECK(live.action == LockAction::contention);
+  CHECK(live.expires_in == 270s);
+  CHECK(live.reason.find("node lock contention") != std::string::npos);
+  CHECK(live.reason.find("gpu-1") != std::string::npos);
+}
+
+TEST_CASE("fresh legacy lock: contention without owner lookup") {
+  auto d = decide_node_lock("gpu-1", format_rfc3339(kNow - 10s), "ns", "p", kNow, kTimeout);
+  CHECK(d.action == LockAction::contention);
+}
+
+TEST_CASE("lock from the future (clock skew) is contention, not expired") {
+  auto d = decide_node_lock("gpu-1", format_node_lock(kNow + 2min, "ns", "q"), "ns", "p", kNow, kTimeout,
+                            LockOwnerState::active);
+  CHECK(d.action == LockAction::contention);
+  CHECK(d.expires_in == kTimeout);
+}
+
+TEST_CASE("unparsable lock is overwritten, never stalls the node") {
+  auto d = decide_node_lock("gpu-1", std::string("locked-by-hand"), "ns", "p", kNow, kTimeout);
+  CHECK(d.action == LockAction::take_expired);
+  CHECK(d.reason.find("locked-by-hand") != std::string::npos);
+  CHECK(lock_expired("locked-by-hand", kNow, kTimeout));
+}
+
+TEST_CASE("release only by the owner") {
+  const auto value = format_node_lock(kNow, "ns", "p");
+  CHECK(lock_held_by(value, "ns", "p"));
+  CHECK_FALSE(lock_held_by(value, "ns", "q"));
+  CHECK_FALSE(lock_held_by(value, "other", "p"));
+  CHECK_FALSE(lock_held_by(std::nullopt, "ns", "p"));
+  CHECK_FALSE(lock_held_by(format_rfc3339(kNow), "ns", "p"));
+  CHECK_FALSE(lock_expired(value, kNow + 5min, kTimeout));
+  CHECK(lock_expired(value, kNow + 5min + 1ms, kTimeout));
+}

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Validates every kustomize overlay under manifests/ against the running lab's real kube-apiservers with a
+# server-side dry run (schema, defaulting, CEL compilation of matchConditions and the ValidatingAdmissionPolicy,
+# RBAC object validation), and checks what the manifests promise at admission time:
+#   - the webhook's caBundle is the CA that signed the Secret's serving certificate (certs-gpuslice);
+#   - the guard refuses a GPU pod naming a foreign scheduler, with its message; admits a GPU pod naming
+#     gpuslice-scheduler and a plain pod (dry-run creates, nothing is stored).
+# Prints PASS/FAIL lines; exits non-zero on any failure. Needs `lab/lab.sh up` first (started if absent when
+# MANIFESTS_TEST_START_LAB=1).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+LAB=$ROOT/lab/lab.sh
+# shellcheck source=lib.sh
+source "$ROOT/tests/e2e/lib.sh"
+
+failures=0
+ok() { pass "$@"; }
+ko() { fail "$@"; failures=$((failures + 1)); }
+skip() { printf 'SKIP  %s\n' "$1"; [[ -n ${2:-} ]] && printf '      %s\n' "$2"; }
+
+if ! "$LAB" status >/dev/null 2>&1; then
+  if [[ ${MANIFESTS_TEST_START_LAB:-0} == 1 ]]; then
+    "$LAB" up || { ko "lab up" "lab/lab.sh up failed"; exit 1; }
+  else
+    ko "lab running" "start it with lab/lab.sh up (or MANIFESTS_TEST_START_LAB=1)"; exit 1
+  fi
+fi
+use_tenant a || { ko "tenant a" "lab/lab.sh env a failed"; exit 1; }
+command -v kubectl >/dev/null || { ko "kubectl" "not on PATH after lab.sh env"; exit 1; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpuslice-manifests.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cp -r "$ROOT/manifests" "$work/manifests"
+M=$work/manifests
+
+# Throwaway serving certificates for every overlay that takes its Secret from `gpuslice certs` (a certs/
+# directory with a secretGenerator): a CA plus a certificate for the Service's DNS name, as `gpuslice certs`
+# writes them.
+for c in $(find "$M/overlays" -type d -name certs); do
+  ( cd "$c"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=test-ca \
+      -keyout ca.key -out ca.crt 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=gpuslice-webhook.gpuslice-system.svc \
+      -keyout tls.key -out tls.csr 2>/dev/null
+    printf 'subjectAltName=DNS:gpuslice-webhook.gpuslice-system.svc\nextendedKeyUsage=serverAuth\n' >ext
+    openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 1 -extfile ext -out tls.crt 2>/dev/null )
+done
+
+# Which tenant validates an overlay: lab/tenant-X against tenant X when it runs, everything else against a.
+tenant_for() {
+  local o=$1 t
+  if [[ $o == lab/tenant-* ]]; then
+    t=${o#lab/tenant-}
+    "$LAB" env "$t" >/dev/null 2>&1 && { echo "$t"; return; }
+  fi
+  echo a
+}
+
+overlays=()
+while IFS= read -r k; do
+  d=$(dirname "$k"); d=${d#"$M/overlays/"}
+  [[ $d == */certs ]] && continue
+  overlays+=("$d")
+done < <(find "$M/overlays" -name kustomization.yaml | sort)
+((${#overlays[@]} > 0)) || { ko "overlays found" "none under manifests/overlays"; exit 1; }
+
+for o in "${overlays[@]}"; do
+  t=$(tenant_for "$o")
+  use_tenant "$t"
+  # apiVersion and kind of everything this API server serves (last three columns: APIVERSION NAMESPACED KIND).
+  [[ -s $work/served-$t ]] || kubectl api-resources --no-headers | awk '{print $(NF-2), $NF}' >"$work/served-$t"
+  built=$work/$(echo "$o" | tr / -).yaml
+  if ! kubectl kustomize "$M/overlays/$o" >"$built" 2>"$built.err"; then
+    ko "overlays/$o: kustomize build" "$(head -3 "$built.err")"
+    continue
+  fi
+  ok "overlays/$o: kustomize build" "$(grep -c '^kind:' "$built") objects"
+  # One object per file, so each gets its own verdict.
+  python3 - "$built" "$work/objs-$(echo "$o" | tr / -)" <<'PY'
+import os, sys, yaml
+out = sys.argv[2]; os.makedirs(out, exist_ok=True)
+for i, doc in enumerate(d for d in yaml.safe_load_all(open(sys.argv[1])) if d):
+    md = doc.get("metadata", {})
+    name = f'{i:02d} {doc["apiVersion"]} {doc["kind"]} {md.get("namespace", "-")}/{md["name"]}'
+    with open(os.path.join(out, f"{i:02d}.yaml"), "w") as f:
+        f.write("# " + name + "\n" + yaml.safe_dump(doc, sort_keys=False))
+PY
+  for f in "$work/objs-$(echo "$o" | tr / -)"/*.yaml; do
+    read -r _ _ api kind ref < <(head -1 "$f")
+    if ! grep -qx "$api $kind" "$work/served-$t"; then
+      skip "overlays/$o: $kind $ref" "$api is not served by tenant $t's API server (install its CRDs, e.g. cert-manager, to validate it)"
+      continue
+    fi
+    if err=$(kubectl apply --server-side --dry-run=server --force-conflicts --field-manager=manifests-test -f "$f" 2>&1); then
+      ok "overlays/$o: $kind $ref (server-side dry run, tenant $t)"
+    else
+      ko "overlays/$o: $kind $ref (server-side dry run, tenant $t)" "$err"
+    fi
+  done
+  # caBundle == the CA in the Secret (certs-gpuslice overlays).
+  if [[ -d $M/overlays/$o/certs ]]; then
+    bundle=$(python3 - "$built" <<'PY'
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == "MutatingWebhookConfiguration":
+        print(d["webhooks"][0]["clientConfig"].get("caBundle", "").replace("\n", ""))
+PY
+)
+    if [[ -n $bundle && $(printf '%s' "$bundle" | base64 -d 2>/dev/null) == "$(cat "$M/overlays/$o/certs/ca.crt")" ]] &&
+       openssl verify -CAfile <(printf '%s' "$bundle" | base64 -d) "$M/overlays/$o/certs/tls.crt" >/dev/null 2>&1; then
+      ok "overlays/$o: caBundle is the CA of certs/ and verifies tls.crt"
+    else
+      ko "overlays/$o: caBundle is the CA of certs/ and verifies tls.crt" "caBundle (first 40 chars): ${bundle:0:40}"
+    fi
+  fi
+done
+
+# Admission behaviour of the applied manifests (lab overlays), per tenant: dry-run pod creates.
+pod() {  # name scheduler gpu(yes|no)
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: default, labels: {gpuslice.io/test: manifests}}
+spec:
+  schedulerName: $2
+  containers:
+  - name: c
+    image: busybox
+    resources:
+      limits: {cpu: 100m$([[ $3 == yes ]] && printf ', nvidia.com/gpumem: "1000", nvidia.com/gpu: "1"')}
+EOF
+}
+init_gpu_pod() {
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: default}
+spec:
+  schedulerName: $2
+  initContainers:
+  - {name: i, image: busybox, resources: {requests: {nvidia.com/gpucores: "10"}, limits: {nvidia.com/gpucores: "10"}}}
+  containers:
+  - {name: c, image: busybox}
+EOF
+}
+for t in $(cat "${GPUSLICE_LAB_STATE:-$ROOT/lab/.state}/tenants" 2>/dev/null); do
+  use_tenant "$t"
+  if ! kubectl get validatingadmissionpolicy gpuslice-scheduler-guard >/dev/null 2>&1; then
+    ko "tenant $t: guard installed" "ValidatingAdmissionPolicy gpuslice-scheduler-guard not found"; continue
+  fi
+  out=$(pod mt-foreign other-scheduler yes | kubectl create --dry-run=server -f - 2>&1)
+  if [[ $? -ne 0 && $out == *gpuslice-scheduler-guard* && $out == *'spec.schedulerName is "other-scheduler"'* ]]; then
+    ok "tenant $t: guard refuses a GPU pod for another scheduler" "$out"
+  else
+    ko "tenant $t: guard refuses a GPU pod for another scheduler" "$out"
+  fi
+  out=$(init_gpu_pod mt-init other-scheduler | kubectl create --dry-run=server -f - 2>&1)
+  if [[ $? -ne 0 && $out == *gpuslice-scheduler-guard* ]]; then
+    ok "tenant $t: guard sees GPU requests of init containers" "$out"
+  else
+    ko "tenant $t: guard sees GPU requests of init containers" "$out"
+  fi
+  if out=$(pod mt-ours gpuslice-scheduler yes | kubectl create --dry-run=server -f - 2>&1); then
+    ok "tenant $t: guard admits a GPU pod for gpuslice-scheduler" "$out"
+  else
+    ko "tenant $t: guard admits a GPU pod for gpuslice-scheduler" "$out"
+  fi
+  if out=$(pod mt-plain default-scheduler no | kubectl create --dry-run=server -f - 2>&1); then
+    ok "tenant $t: a plain pod is admitted" "$out"
+  else
+    ko "tenant $t: a plain pod is admitted" "$out"
+  fi
+  if out=$(pod mt-foreign-ks other-scheduler yes | sed 's/namespace: default/namespace: kube-system/' |
+           kubectl create --dry-run=server -f - 2>&1); then
+    ok "tenant $t: kube-system is exempt from the guard" "$out"
+  else
+    ko "tenant $t: kube-system is exempt from the guard" "$out"
+  fi
+done
+
+echo
+if ((failures)); then echo "manifests_test: $failures failure(s)"; exit 1; fi
+echo "manifests_test: all passed"

@@ -19,6 +19,12 @@ const json::object* find_object(const json::object& o, std::string_view key) {
 
 std::string quantity_text(const json::value& v) {
   if (v.is_string()) return std::string(v.get_string());
+  if (v.is_double()) {
+    // Boost.JSON serializes 0.5 as "5E-1"; messages show the number as the user wrote it.
+    char buf[64];
+    auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v.get_double());
+    if (ec == std::errc()) return std::string(buf, p);
+  }
   return json::serialize(v);
 }
 

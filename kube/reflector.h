@@ -72,6 +72,7 @@ class Reflector {
   boost::asio::awaitable<bool> sleep(std::chrono::milliseconds d);
 
   std::shared_ptr<Client> client_;
+  std::function<void()> wake_;  // cancels the backoff sleep in progress
   ReflectorOptions options_;
   Handler handler_;
   std::shared_ptr<Cancellation> cancel_;

@@ -1,0 +1,529 @@
+#include "kube/objects.h"
+
+#include "kube/auth.h"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <fmt/format.h>
+
+#include <cctype>
+#include <ctime>
+
+namespace gpuslice::kube {
+
+namespace json = boost::json;
+
+std::string ApiError::to_string() const {
+  if (code == 0) {
+    return fmt::format("{}: {}", reason, message);
+  }
+  return fmt::format("{} {}: {}", code, reason, message);
+}
+
+// ---- small accessors ----------------------------------------------------------------------------------------
+
+std::string string_at(const json::object& o, std::string_view pointer) {
+  // Walked by hand: at_pointer needs a json::value, and wrapping the object would copy it.
+  const json::value* cur = nullptr;
+  const json::object* obj = &o;
+  std::string_view rest = pointer;
+  if (rest.empty() || rest.front() != '/') {
+    return {};
+  }
+  while (!rest.empty()) {
+    rest.remove_prefix(1);
+    const auto next = rest.find('/');
+    std::string token(rest.substr(0, next));
+    rest = next == std::string_view::npos ? std::string_view{} : rest.substr(next);
+    // JSON Pointer unescaping: ~1 -> '/', ~0 -> '~'.
+    std::string key;
+    for (std::size_t i = 0; i < token.size(); ++i) {
+      if (token[i] == '~' && i + 1 < token.size() && (token[i + 1] == '0' || token[i + 1] == '1')) {
+        key.push_back(token[i + 1] == '1' ? '/' : '~');
+        ++i;
+      } else {
+        key.push_back(token[i]);
+      }
+    }
+    if (obj == nullptr) {
+      return {};
+    }
+    cur = obj->if_contains(key);
+    if (cur == nullptr) {
+      return {};
+    }
+    obj = cur->if_object();
+  }
+  if (cur != nullptr && cur->is_string()) {
+    return std::string(cur->get_string());
+  }
+  return {};
+}
+
+std::string resource_version_of(const json::object& o) { return string_at(o, "/metadata/resourceVersion"); }
+std::string name_of(const json::object& o) { return string_at(o, "/metadata/name"); }
+std::string namespace_of(const json::object& o) { return string_at(o, "/metadata/namespace"); }
+std::string uid_of(const json::object& o) { return string_at(o, "/metadata/uid"); }
+
+// ---- metav1.Status ------------------------------------------------------------------------------------------
+
+const char* reason_for_http_status(int s) {
+  switch (s) {
+    case 400:
+      return "BadRequest";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "NotFound";
+    case 405:
+      return "MethodNotAllowed";
+    case 406:
+      return "NotAcceptable";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Gone";
+    case 413:
+      return "RequestEntityTooLarge";
+    case 415:
+      return "UnsupportedMediaType";
+    case 422:
+      return "Invalid";
+    case 429:
+      return "TooManyRequests";
+    case 500:
+      return "InternalError";
+    case 503:
+      return "ServiceUnavailable";
+    case 504:
+      return "Timeout";
+    default:
+      return s >= 500 ? "InternalError" : "Unknown";
+  }
+}
+
+namespace {
+std::string printable_prefix(std::string_view body, std::size_t max) {
+  std::string out;
+  for (char c : body.substr(0, max)) {
+    out.push_back(std::isprint(static_cast<unsigned char>(c)) != 0 ? c : ' ');
+  }
+  if (body.size() > max) {
+    out += "...";
+  }
+  return out;
+}
+
+ApiError status_from_object(int fallback_code, const json::object& o) {
+  ApiError e;
+  e.code = fallback_code;
+  if (const auto* c = o.if_contains("code"); c != nullptr && c->is_int64() && c->get_int64() > 0 &&
+                                              c->get_int64() < 1000) {
+    e.code = static_cast<int>(c->get_int64());
+  }
+  if (const auto* r = o.if_contains("reason"); r != nullptr && r->is_string()) {
+    e.reason = std::string(r->get_string());
+  }
+  if (const auto* m = o.if_contains("message"); m != nullptr && m->is_string()) {
+    e.message = std::string(m->get_string());
+  }
+  if (e.reason.empty()) {
+    e.reason = reason_for_http_status(e.code);
+  }
+  return e;
+}
+}  // namespace
+
+ApiError decode_status_error(int http_status, std::string_view body) {
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (!ec && v.is_object()) {
+    const auto& o = v.get_object();
+    const auto* kind = o.if_contains("kind");
+    if (kind != nullptr && kind->is_string() && kind->get_string() == "Status") {
+      ApiError e = status_from_object(http_status, o);
+      e.code = http_status;  // the HTTP status is authoritative for the response
+      if (e.message.empty()) {
+        e.message = printable_prefix(body, 512);
+      }
+      return e;
+    }
+  }
+  ApiError e;
+  e.code = http_status;
+  e.reason = reason_for_http_status(http_status);
+  e.message = body.empty() ? fmt::format("HTTP {}", http_status) : printable_prefix(body, 512);
+  return e;
+}
+
+// ---- watch events -------------------------------------------------------------------------------------------
+
+const char* watch_event_type_name(WatchEventType t) {
+  switch (t) {
+    case WatchEventType::added:
+      return "ADDED";
+    case WatchEventType::modified:
+      return "MODIFIED";
+    case WatchEventType::deleted:
+      return "DELETED";
+    case WatchEventType::bookmark:
+      return "BOOKMARK";
+    case WatchEventType::error:
+      return "ERROR";
+  }
+  return "?";
+}
+
+Result<WatchEvent> decode_watch_event(std::string_view line) {
+  boost::system::error_code ec;
+  json::value v = json::parse(line, ec);
+  if (ec) {
+    return make_error(fmt::format("watch event: invalid JSON ({}): {}", ec.message(), printable_prefix(line, 120)));
+  }
+  if (!v.is_object()) {
+    return make_error(fmt::format("watch event: not a JSON object: {}", printable_prefix(line, 120)));
+  }
+  auto& o = v.get_object();
+  const auto* type = o.if_contains("type");
+  if (type == nullptr || !type->is_string()) {
+    return make_error("watch event: missing string field \"type\"");
+  }
+  WatchEvent ev;
+  const std::string_view t = type->get_string();
+  if (t == "ADDED") {
+    ev.type = WatchEventType::added;
+  } else if (t == "MODIFIED") {
+    ev.type = WatchEventType::modified;
+  } else if (t == "DELETED") {
+    ev.type = WatchEventType::deleted;
+  } else if (t == "BOOKMARK") {
+    ev.type = WatchEventType::bookmark;
+  } else if (t == "ERROR") {
+    ev.type = WatchEventType::error;
+  } else {
+    return make_error(fmt::format("watch event: type \"{}\" is not ADDED, MODIFIED, DELETED, BOOKMARK or ERROR",
+                                  printable_prefix(t, 64)));
+  }
+  auto* object = o.if_contains("object");
+  if (object == nullptr || !object->is_object()) {
+    return make_error(fmt::format("watch event {}: field \"object\" is missing or not an object", t));
+  }
+  ev.object = std::move(object->get_object());
+  if (ev.type == WatchEventType::error) {
+    ev.error = status_from_object(500, ev.object);
+    if (ev.error.message.empty()) {
+      ev.error.message = "watch ERROR event";
+    }
+  } else {
+    ev.resource_version = resource_version_of(ev.object);
+  }
+  return ev;
+}
+
+// ---- lists --------------------------------------------------------------------------------------------------
+
+Result<ListPage> decode_list(std::string_view body) {
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec) {
+    return make_error(fmt::format("list: invalid JSON ({})", ec.message()));
+  }
+  if (!v.is_object()) {
+    return make_error("list: body is not a JSON object");
+  }
+  auto& o = v.get_object();
+  ListPage page;
+  if (const auto* k = o.if_contains("kind"); k != nullptr && k->is_string()) {
+    page.kind = std::string(k->get_string());
+  }
+  page.resource_version = string_at(o, "/metadata/resourceVersion");
+  page.continue_token = string_at(o, "/metadata/continue");
+  auto* items = o.if_contains("items");
+  if (items == nullptr || items->is_null()) {
+    return page;  // an empty list may omit items
+  }
+  if (!items->is_array()) {
+    return make_error("list: field \"items\" is not an array");
+  }
+  auto& arr = items->get_array();
+  page.items.reserve(arr.size());
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    if (!arr[i].is_object()) {
+      return make_error(fmt::format("list: items[{}] is not an object", i));
+    }
+    page.items.push_back(std::move(arr[i].get_object()));
+  }
+  return page;
+}
+
+// ---- time ---------------------------------------------------------------------------------------------------
+
+namespace {
+std::string format_seconds(std::chrono::system_clock::time_point t, int64_t& micros_out) {
+  using namespace std::chrono;
+  const auto us = duration_cast<microseconds>(t.time_since_epoch()).count();
+  int64_t secs = us / 1000000;
+  int64_t micros = us % 1000000;
+  if (micros < 0) {
+    micros += 1000000;
+    secs -= 1;
+  }
+  micros_out = micros;
+  std::time_t tt = static_cast<std::time_t>(secs);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  return fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+}  // namespace
+
+std::string format_micro_time(std::chrono::system_clock::time_point t) {
+  int64_t micros = 0;
+  std::string s = format_seconds(t, micros);
+  return fmt::format("{}.{:06d}Z", s, micros);
+}
+
+std::string format_time(std::chrono::system_clock::time_point t) {
+  int64_t micros = 0;
+  return format_seconds(t, micros) + "Z";
+}
+
+Result<std::chrono::system_clock::time_point> parse_rfc3339(std::string_view s) {
+  auto bad = [&](const char* why) {
+    return make_error(fmt::format("timestamp \"{}\" is not RFC 3339: {}", printable_prefix(s, 64), why));
+  };
+  auto digits = [&](std::size_t pos, std::size_t n, int& out) {
+    if (pos + n > s.size()) {
+      return false;
+    }
+    out = 0;
+    for (std::size_t i = pos; i < pos + n; ++i) {
+      if (!std::isdigit(static_cast<unsigned char>(s[i]))) {
+        return false;
+      }
+      out = out * 10 + (s[i] - '0');
+    }
+    return true;
+  };
+  int year = 0, mon = 0, day = 0, hour = 0, min = 0, sec = 0;
+  if (!digits(0, 4, year) || s.size() < 20 || s[4] != '-' || !digits(5, 2, mon) || s[7] != '-' ||
+      !digits(8, 2, day) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || !digits(11, 2, hour) ||
+      s[13] != ':' || !digits(14, 2, min) || s[16] != ':' || !digits(17, 2, sec)) {
+    return bad("expected YYYY-MM-DDTHH:MM:SS");
+  }
+  if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 || sec > 60) {
+    return bad("field out of range");
+  }
+  std::size_t pos = 19;
+  int64_t nanos = 0;
+  if (pos < s.size() && s[pos] == '.') {
+    ++pos;
+    int ndigits = 0;
+    while (pos < s.size() && std::isdigit(static_cast<unsigned char>(s[pos]))) {
+      if (ndigits < 9) {
+        nanos = nanos * 10 + (s[pos] - '0');
+      }
+      ++ndigits;
+      ++pos;
+    }
+    if (ndigits == 0) {
+      return bad("empty fraction");
+    }
+    for (int i = ndigits; i < 9; ++i) {
+      nanos *= 10;
+    }
+  }
+  int64_t offset = 0;
+  if (pos < s.size() && (s[pos] == 'Z' || s[pos] == 'z')) {
+    ++pos;
+  } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
+    int oh = 0, om = 0;
+    if (!digits(pos + 1, 2, oh) || pos + 3 >= s.size() || s[pos + 3] != ':' || !digits(pos + 4, 2, om) || oh > 23 ||
+        om > 59) {
+      return bad("bad zone offset");
+    }
+    offset = (oh * 3600 + om * 60) * (s[pos] == '+' ? 1 : -1);
+    pos += 6;
+  } else {
+    return bad("missing zone (Z or +hh:mm)");
+  }
+  if (pos != s.size()) {
+    return bad("trailing characters");
+  }
+  std::tm tm{};
+  tm.tm_year = year - 1900;
+  tm.tm_mon = mon - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = min;
+  tm.tm_sec = sec;
+  const int64_t epoch = static_cast<int64_t>(timegm(&tm)) - offset;
+  using namespace std::chrono;
+  return system_clock::time_point(duration_cast<system_clock::duration>(seconds(epoch) + nanoseconds(nanos)));
+}
+
+// ---- binding, status, events --------------------------------------------------------------------------------
+
+json::object make_binding(std::string_view ns, std::string_view pod, std::string_view node, std::string_view uid) {
+  json::object meta{{"name", pod}, {"namespace", ns}};
+  if (!uid.empty()) {
+    meta["uid"] = uid;
+  }
+  return json::object{{"apiVersion", "v1"},
+                      {"kind", "Binding"},
+                      {"metadata", std::move(meta)},
+                      {"target", json::object{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
+}
+
+json::object make_pod_condition_patch(const PodCondition& c) {
+  json::object cond{{"type", c.type}, {"status", c.status}};
+  if (!c.reason.empty()) {
+    cond["reason"] = c.reason;
+  }
+  if (!c.message.empty()) {
+    cond["message"] = c.message;
+  }
+  if (c.last_transition_time) {
+    cond["lastTransitionTime"] = format_time(*c.last_transition_time);
+  }
+  if (c.last_probe_time) {
+    cond["lastProbeTime"] = format_time(*c.last_probe_time);
+  }
+  return json::object{{"status", json::object{{"conditions", json::array{std::move(cond)}}}}};
+}
+
+std::string truncate_utf8(std::string_view s, std::size_t max_bytes) {
+  if (s.size() <= max_bytes) {
+    return std::string(s);
+  }
+  std::size_t end = max_bytes;
+  // Step back over continuation bytes (10xxxxxx) so a multi-byte sequence is never cut.
+  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) {
+    --end;
+  }
+  return std::string(s.substr(0, end));
+}
+
+json::object make_event(const EventRecord& e) {
+  using namespace std::chrono;
+  std::string ns = e.namespace_.empty() ? (e.regarding.namespace_.empty() ? "default" : e.regarding.namespace_)
+                                        : e.namespace_;
+  std::string name = e.name;
+  if (name.empty()) {
+    const auto nanos = duration_cast<nanoseconds>(e.event_time.time_since_epoch()).count();
+    name = fmt::format("{}.{:x}", e.regarding.name.empty() ? "gpuslice" : e.regarding.name,
+                       static_cast<uint64_t>(nanos));
+  }
+  json::object regarding{{"apiVersion", e.regarding.api_version}, {"kind", e.regarding.kind}};
+  if (!e.regarding.namespace_.empty()) {
+    regarding["namespace"] = e.regarding.namespace_;
+  }
+  regarding["name"] = e.regarding.name;
+  if (!e.regarding.uid.empty()) {
+    regarding["uid"] = e.regarding.uid;
+  }
+  if (!e.regarding.resource_version.empty()) {
+    regarding["resourceVersion"] = e.regarding.resource_version;
+  }
+  if (!e.regarding.field_path.empty()) {
+    regarding["fieldPath"] = e.regarding.field_path;
+  }
+  return json::object{{"apiVersion", "events.k8s.io/v1"},
+                      {"kind", "Event"},
+                      {"metadata", json::object{{"name", name}, {"namespace", ns}}},
+                      {"eventTime", format_micro_time(e.event_time)},
+                      {"reportingController", e.reporting_controller},
+                      {"reportingInstance", e.reporting_instance},
+                      {"action", truncate_utf8(e.action, 128)},
+                      {"reason", truncate_utf8(e.reason, 128)},
+                      {"type", e.type},
+                      {"note", truncate_utf8(e.note, 1024)},
+                      {"regarding", std::move(regarding)}};
+}
+
+// ---- Lease --------------------------------------------------------------------------------------------------
+
+json::object encode_lease(const Lease& l) {
+  json::object meta{{"name", l.name}, {"namespace", l.namespace_}};
+  if (!l.resource_version.empty()) {
+    meta["resourceVersion"] = l.resource_version;
+  }
+  if (!l.uid.empty()) {
+    meta["uid"] = l.uid;
+  }
+  json::object spec;
+  spec["holderIdentity"] = l.holder_identity;
+  spec["leaseDurationSeconds"] = l.lease_duration_seconds;
+  if (l.acquire_time) {
+    spec["acquireTime"] = format_micro_time(*l.acquire_time);
+  }
+  if (l.renew_time) {
+    spec["renewTime"] = format_micro_time(*l.renew_time);
+  }
+  spec["leaseTransitions"] = l.lease_transitions;
+  return json::object{{"apiVersion", "coordination.k8s.io/v1"},
+                      {"kind", "Lease"},
+                      {"metadata", std::move(meta)},
+                      {"spec", std::move(spec)}};
+}
+
+Result<Lease> decode_lease(const json::object& o) {
+  Lease l;
+  l.name = name_of(o);
+  l.namespace_ = namespace_of(o);
+  l.resource_version = resource_version_of(o);
+  l.uid = uid_of(o);
+  if (l.name.empty()) {
+    return make_error("lease: metadata.name is missing");
+  }
+  const auto* spec_v = o.if_contains("spec");
+  if (spec_v == nullptr || spec_v->is_null()) {
+    return l;
+  }
+  if (!spec_v->is_object()) {
+    return make_error(fmt::format("lease {}: spec is not an object", l.name));
+  }
+  const auto& spec = spec_v->get_object();
+  if (const auto* h = spec.if_contains("holderIdentity"); h != nullptr && h->is_string()) {
+    l.holder_identity = std::string(h->get_string());
+  }
+  auto int_field = [&](const char* key, int32_t& out) -> Status {
+    const auto* v = spec.if_contains(key);
+    if (v == nullptr || v->is_null()) {
+      return Status::Ok();
+    }
+    if (!v->is_int64() || v->get_int64() < 0 || v->get_int64() > INT32_MAX) {
+      return make_error(fmt::format("lease {}: spec.{} = {} is not a non-negative int32", l.name, key,
+                                    json::serialize(*v)));
+    }
+    out = static_cast<int32_t>(v->get_int64());
+    return Status::Ok();
+  };
+  auto time_field = [&](const char* key, std::optional<std::chrono::system_clock::time_point>& out) -> Status {
+    const auto* v = spec.if_contains(key);
+    if (v == nullptr || v->is_null()) {
+      return Status::Ok();
+    }
+    if (!v->is_string()) {
+      return make_error(fmt::format("lease {}: spec.{} is not a string", l.name, key));
+    }
+    auto t = parse_rfc3339(v->get_string());
+    if (!t) {
+      return make_error(fmt::format("lease {}: spec.{}: {}", l.name, key, t.message()));
+    }
+    out = *t;
+    return Status::Ok();
+  };
+  for (Status s : {int_field("leaseDurationSeconds", l.lease_duration_seconds),
+                   int_field("leaseTransitions", l.lease_transitions), time_field("acquireTime", l.acquire_time),
+                   time_field("renewTime", l.renew_time)}) {
+    if (!s) {
+      return s.error();
+    }
+  }
+  return l;
+}
+
+}  // namespace gpuslice::kube

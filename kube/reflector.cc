@@ -1,0 +1,195 @@
+#include "kube/reflector.h"
+
+#include "common/log.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace gpuslice::kube {
+
+namespace asio = boost::asio;
+
+const char* reflector_event_type_name(ReflectorEventType t) {
+  switch (t) {
+    case ReflectorEventType::added:
+      return "ADDED";
+    case ReflectorEventType::modified:
+      return "MODIFIED";
+    case ReflectorEventType::deleted:
+      return "DELETED";
+    case ReflectorEventType::bookmark:
+      return "BOOKMARK";
+    case ReflectorEventType::relisted:
+      return "RELISTED";
+  }
+  return "?";
+}
+
+Reflector::Reflector(std::shared_ptr<Client> client, ReflectorOptions options, Handler handler)
+    : client_(std::move(client)), options_(std::move(options)), handler_(std::move(handler)),
+      cancel_(std::make_shared<Cancellation>()) {
+  if (!options_.random) {
+    options_.random = make_uniform_random();
+  }
+  if (options_.name.empty()) {
+    options_.name = options_.resource.plural;
+  }
+}
+
+void Reflector::stop() {
+  stopped_ = true;
+  cancel_->cancel();
+  if (wake_) {
+    auto w = std::move(wake_);
+    wake_ = nullptr;
+    w();
+  }
+}
+
+asio::awaitable<bool> Reflector::sleep(std::chrono::milliseconds d) {
+  if (stopped_) {
+    co_return false;
+  }
+  asio::steady_timer timer(client_->get_executor());
+  timer.expires_after(d);
+  wake_ = [&timer] { timer.cancel(); };
+  co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  wake_ = nullptr;
+  co_return !stopped_;
+}
+
+asio::awaitable<void> Reflector::run() {
+  const std::string path = collection_path(options_.resource, options_.namespace_);
+  Backoff backoff(options_.backoff, options_.random);
+  while (!stopped_) {
+    ListOptions lo;
+    lo.label_selector = options_.label_selector;
+    lo.field_selector = options_.field_selector;
+    lo.limit = options_.page_size;
+    auto list = co_await client_->list(path, lo);
+    if (stopped_) {
+      break;
+    }
+    if (!list) {
+      const auto delay = backoff.next();
+      log::warning("reflector list failed", {{"reflector", options_.name},
+                                             {"error", list.error().to_string()},
+                                             {"retryInMs", static_cast<int64_t>(delay.count())}});
+      if (!co_await sleep(delay)) {
+        break;
+      }
+      continue;
+    }
+    ++relists_;
+    last_rv_ = list->resource_version;
+    synced_ = true;
+    {
+      ReflectorEvent ev;
+      ev.type = ReflectorEventType::relisted;
+      ev.items = &list->items;
+      ev.resource_version = last_rv_;
+      handler_(ev);
+    }
+    log::info("reflector listed", {{"reflector", options_.name},
+                                   {"items", static_cast<int64_t>(list->items.size())},
+                                   {"resourceVersion", last_rv_}},
+              2);
+
+    // Watch from the list's RV, resuming from the last RV seen, until a relist is needed or stop().
+    bool relist = false;
+    while (!stopped_ && !relist) {
+      WatchOptions wo;
+      wo.label_selector = options_.label_selector;
+      wo.field_selector = options_.field_selector;
+      wo.resource_version = last_rv_;
+      wo.allow_bookmarks = true;
+      // Spread reconnects of many watchers (client-go: between the minimum and twice it).
+      double u = options_.random();
+      if (!(u >= 0.0 && u < 1.0)) {
+        u = 0.0;
+      }
+      wo.timeout_seconds = static_cast<int>(options_.watch_timeout_seconds * (1.0 + 0.5 * u));
+      ++watches_;
+      const auto started = std::chrono::steady_clock::now();
+      auto result = co_await client_->watch(
+          path, wo,
+          [this](WatchEvent& e) {
+            if (stopped_) {
+              return false;
+            }
+            ReflectorEvent ev;
+            switch (e.type) {
+              case WatchEventType::added:
+                ev.type = ReflectorEventType::added;
+                break;
+              case WatchEventType::modified:
+                ev.type = ReflectorEventType::modified;
+                break;
+              case WatchEventType::deleted:
+                ev.type = ReflectorEventType::deleted;
+                break;
+              case WatchEventType::bookmark:
+                ev.type = ReflectorEventType::bookmark;
+                break;
+              case WatchEventType::error:
+                return true;  // never delivered by the client
+            }
+            if (!e.resource_version.empty()) {
+              last_rv_ = e.resource_version;
+            }
+            ev.object = &e.object;
+            ev.resource_version = e.resource_version;
+            handler_(ev);
+            return !stopped_;
+          },
+          cancel_);
+      if (stopped_) {
+        break;
+      }
+      const bool healthy = std::chrono::steady_clock::now() - started > std::chrono::seconds(1);
+      if (result) {
+        switch (result->end) {
+          case WatchEnd::gone:
+            log::info("reflector watch expired (410); relisting", {{"reflector", options_.name},
+                                                                  {"resourceVersion", last_rv_}},
+                      1);
+            relist = true;  // never resume from the expired RV
+            break;
+          case WatchEnd::closed:
+            if (result->events > 0 || healthy) {
+              backoff.reset();
+            } else if (!co_await sleep(backoff.next())) {
+              relist = true;
+            }
+            break;
+          case WatchEnd::stopped:
+          case WatchEnd::cancelled:
+            relist = true;
+            break;
+        }
+        continue;
+      }
+      const ApiError& err = result.error();
+      if (err.is_gone()) {
+        relist = true;
+        continue;
+      }
+      if (healthy || result.error().is_timeout()) {
+        backoff.reset();
+      }
+      const auto delay = backoff.next();
+      log::warning("reflector watch failed", {{"reflector", options_.name},
+                                              {"error", err.to_string()},
+                                              {"retryInMs", static_cast<int64_t>(delay.count())}});
+      if (!co_await sleep(delay)) {
+        break;
+      }
+      // Transport trouble: resume from the last RV. Anything the server rejected: start over with a list.
+      relist = !err.is_retriable();
+    }
+  }
+  co_return;
+}
+
+}  // namespace gpuslice::kube

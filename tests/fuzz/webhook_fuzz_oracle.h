@@ -1,0 +1,85 @@
+#pragma once
+// Shared oracle of the webhook fuzz targets: a policy result must be internally consistent, its patch must
+// apply with nlohmann-json (independent RFC 6902) and with gpuslice::apply_patch to the same document, and
+// the policy run again on the patched pod must change nothing.
+
+#include "common/gpu_request.h"
+#include "common/json_patch.h"
+#include "webhook/policy.h"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace gpuslice::webhook::fuzzing {
+
+[[noreturn]] inline void fail(const char* what, const std::string& detail) {
+  std::fprintf(stderr, "webhook fuzz oracle: %s\n%s\n", what, detail.c_str());
+  std::abort();
+}
+
+inline void check_mutation(const boost::json::object& pod, std::string_view ns, const Configuration& config,
+                           const MutationResult& r) {
+  if (!r.allowed) {
+    if (r.code != 400 && r.code != 403) fail("denial code is not 400 or 403", std::to_string(r.code));
+    if (r.message.empty()) fail("denial without a message", "");
+    if (!r.patch.empty()) fail("denial carries a patch", serialize_patch(r.patch));
+    return;
+  }
+  if (r.skipped && !r.patch.empty()) fail("skipped pod carries a patch", serialize_patch(r.patch));
+  if (!r.gpu_pod && !r.patch.empty()) fail("non-GPU pod carries a patch", serialize_patch(r.patch));
+  if (r.patch.empty()) return;
+
+  const std::string before = boost::json::serialize(pod);
+  nlohmann::json doc = nlohmann::json::parse(before, nullptr, false);
+  if (doc.is_discarded()) return;  // a number nlohmann cannot read back; not the policy's concern
+  const std::string patch_text = serialize_patch(r.patch);
+  nlohmann::json applied;
+  try {
+    applied = doc.patch(nlohmann::json::parse(patch_text));
+  } catch (const std::exception& e) {
+    fail("nlohmann cannot apply the patch", std::string(e.what()) + "\npatch: " + patch_text + "\npod: " + before);
+  }
+  auto ours = apply_patch(boost::json::value(pod), r.patch);
+  if (!ours.ok()) fail("apply_patch rejects the patch", ours.message() + "\npatch: " + patch_text);
+  if (nlohmann::json::parse(boost::json::serialize(ours.value()), nullptr, false) != applied) {
+    fail("apply_patch and nlohmann disagree", "patch: " + patch_text + "\npod: " + before);
+  }
+
+  boost::system::error_code ec;
+  boost::json::value again_doc = boost::json::parse(applied.dump(), ec);
+  if (ec || !again_doc.is_object()) return;
+  MutationResult again = mutate_pod(again_doc.get_object(), ns, config);
+  if (!again.allowed || !again.gpu_pod || !again.patch.empty()) {
+    fail("second pass is not a no-op", "first: " + patch_text + "\nsecond: " + serialize_patch(again.patch) +
+                                           "\nmessage: " + again.message + "\npod: " + before);
+  }
+  // The annotation is what the scheduler will read: it must decode to the pod's own request.
+  const auto& annotations = applied["metadata"]["annotations"];
+  auto decoded = decode_gpu_request(annotations[std::string(kGpuRequestAnnotation)].get<std::string>());
+  auto expected = extract_gpu_request(again_doc.get_object(), config.devices);
+  if (!decoded.ok() || !expected.ok() || !(decoded.value() == expected.value())) {
+    fail("annotation does not decode to the pod's request", applied.dump());
+  }
+}
+
+/// A configuration with every knob away from its default, so the fuzzers reach those branches too.
+inline Configuration knobs_config() {
+  Configuration c;
+  c.scheduler_name = "hami-scheduler";
+  c.webhook.takeover_scheduler_names = {"default-scheduler", "kube-batch"};
+  c.webhook.ignored_namespaces = {"kube-system"};
+  c.webhook.runtime_class_name = "nvidia";
+  c.webhook.gpu_core_policy = "force";
+  c.devices.memory_factor = 4;
+  c.devices.default_memory_mib = 1024;
+  c.devices.default_cores = 5;
+  c.devices.default_gpu_num = 2;
+  return c;
+}
+
+}  // namespace gpuslice::webhook::fuzzing

@@ -1,0 +1,375 @@
+#include "scheduler/pod_info.h"
+
+#include "scheduler/quantity.h"
+
+#include <boost/json/serialize.hpp>
+
+#include <algorithm>
+#include <charconv>
+
+namespace gpuslice::scheduler {
+namespace json = boost::json;
+
+namespace {
+
+const json::object* obj(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return (v != nullptr && v->is_object()) ? &v->get_object() : nullptr;
+}
+const json::array* arr(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return (v != nullptr && v->is_array()) ? &v->get_array() : nullptr;
+}
+std::string str(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return (v != nullptr && v->is_string()) ? std::string(v->get_string()) : std::string();
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+std::vector<std::string> comma_list(std::string_view s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t p = s.find(',', start);
+    std::string_view part = trim(s.substr(start, p == std::string_view::npos ? std::string_view::npos : p - start));
+    if (!part.empty()) {
+      out.emplace_back(part);
+    }
+    if (p == std::string_view::npos) {
+      break;
+    }
+    start = p + 1;
+  }
+  return out;
+}
+
+std::string value_text(const json::value& v) {
+  if (v.is_string()) {
+    return std::string(v.get_string());
+  }
+  return json::serialize(v);
+}
+
+Result<int64_t> quantity(const json::value& v, const std::string& field) {
+  if (!v.is_string() && !v.is_number()) {
+    return make_error(field + ": " + json::serialize(v) + " is not a quantity");
+  }
+  auto q = parse_quantity_milli(value_text(v));
+  if (!q.ok()) {
+    return make_error(field + ": " + q.message());
+  }
+  return q.value();
+}
+
+// One container's requests (requests, else limits: the API server defaults requests from limits).
+Result<ResourceRequests> container_requests(const json::object& c, const std::string& where) {
+  ResourceRequests r;
+  const json::object* res = obj(c, "resources");
+  if (res == nullptr) {
+    return r;
+  }
+  const json::object* req = obj(*res, "requests");
+  const json::object* lim = obj(*res, "limits");
+  struct Item {
+    const char* name;
+    int64_t* dst;
+    bool milli;
+  };
+  for (Item it : {Item{"cpu", &r.cpu_milli, true}, Item{"memory", &r.memory_bytes, false},
+                  Item{"ephemeral-storage", &r.ephemeral_bytes, false}}) {
+    const json::value* v = nullptr;
+    const char* section = "requests";
+    if (req != nullptr) {
+      v = req->if_contains(it.name);
+    }
+    if (v == nullptr && lim != nullptr) {
+      v = lim->if_contains(it.name);
+      section = "limits";
+    }
+    if (v == nullptr) {
+      continue;
+    }
+    auto q = quantity(*v, where + ".resources." + section + "." + it.name);
+    if (!q.ok()) {
+      return q.error();
+    }
+    // Bytes: round the milli value up to whole bytes.
+    *it.dst = it.milli ? q.value() : (q.value() + 999) / 1000;
+  }
+  return r;
+}
+
+Result<NodeSelectorRequirement> requirement(const json::value& v, const std::string& at) {
+  if (!v.is_object()) {
+    return make_error(at + ": must be an object");
+  }
+  const json::object& o = v.get_object();
+  NodeSelectorRequirement r;
+  r.key = str(o, "key");
+  std::string op = str(o, "operator");
+  if (op == "In") {
+    r.op = SelectorOp::in;
+  } else if (op == "NotIn") {
+    r.op = SelectorOp::not_in;
+  } else if (op == "Exists") {
+    r.op = SelectorOp::exists;
+  } else if (op == "DoesNotExist") {
+    r.op = SelectorOp::does_not_exist;
+  } else if (op == "Gt") {
+    r.op = SelectorOp::gt;
+  } else if (op == "Lt") {
+    r.op = SelectorOp::lt;
+  } else {
+    return make_error(at + ".operator: \"" + op + "\" is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt");
+  }
+  if (const json::array* vals = arr(o, "values")) {
+    for (const json::value& x : *vals) {
+      r.values.push_back(value_text(x));
+    }
+  }
+  if ((r.op == SelectorOp::gt || r.op == SelectorOp::lt)) {
+    int64_t n = 0;
+    const std::string& s = r.values.empty() ? std::string() : r.values[0];
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (r.values.size() != 1 || ec != std::errc() || p != s.data() + s.size()) {
+      return make_error(at + ".values: Gt/Lt need exactly one integer value");
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+Result<ScoringWeights> parse_scoring_weights(std::string_view text) {
+  auto bad = [&](const std::string& why) {
+    return make_error(std::string(kScoringWeightsAnnotation) + ": \"" + std::string(text) + "\" " + why);
+  };
+  ScoringWeights w;
+  bool seen_slot = false, seen_core = false, seen_mem = false;
+  size_t start = 0;
+  while (true) {
+    size_t p = text.find(',', start);
+    std::string_view part = trim(text.substr(start, p == std::string_view::npos ? std::string_view::npos : p - start));
+    size_t eq = part.find('=');
+    if (eq == std::string_view::npos) {
+      return bad("entry \"" + std::string(part) + "\" is not name=value");
+    }
+    std::string_view name = trim(part.substr(0, eq));
+    std::string_view val = trim(part.substr(eq + 1));
+    int64_t n = 0;
+    auto [q, ec] = std::from_chars(val.data(), val.data() + val.size(), n);
+    if (val.empty() || ec != std::errc() || q != val.data() + val.size() || n < 0 || n > 1000000) {
+      return bad("weight \"" + std::string(val) + "\" is not a non-negative integer");
+    }
+    bool* seen = nullptr;
+    if (name == "slot") {
+      seen = &seen_slot;
+      w.slot = n;
+    } else if (name == "core") {
+      seen = &seen_core;
+      w.core = n;
+    } else if (name == "memory") {
+      seen = &seen_mem;
+      w.memory = n;
+    } else {
+      return bad("names \"" + std::string(name) + "\", want slot, core and memory");
+    }
+    if (*seen) {
+      return bad("names \"" + std::string(name) + "\" twice");
+    }
+    *seen = true;
+    if (p == std::string_view::npos) {
+      break;
+    }
+    start = p + 1;
+  }
+  if (!seen_slot || !seen_core || !seen_mem) {
+    return bad("must name slot, core and memory");
+  }
+  if (w.slot + w.core + w.memory == 0) {
+    return bad("needs at least one positive weight");
+  }
+  return w;
+}
+
+Result<ResourceRequests> pod_requests(const json::object& pod) {
+  ResourceRequests total;
+  const json::object* spec = obj(pod, "spec");
+  if (spec == nullptr) {
+    return total;
+  }
+  ResourceRequests init_max;
+  for (const char* key : {"containers", "initContainers"}) {
+    const json::array* cs = arr(*spec, key);
+    if (cs == nullptr) {
+      continue;
+    }
+    bool init = std::string_view(key) == "initContainers";
+    size_t i = 0;
+    for (const json::value& cv : *cs) {
+      if (!cv.is_object()) {
+        continue;
+      }
+      std::string where = std::string("spec.") + key + "[" + std::to_string(i++) + "]";
+      auto r = container_requests(cv.get_object(), where);
+      if (!r.ok()) {
+        return r.error();
+      }
+      if (init) {
+        init_max.cpu_milli = std::max(init_max.cpu_milli, r->cpu_milli);
+        init_max.memory_bytes = std::max(init_max.memory_bytes, r->memory_bytes);
+        init_max.ephemeral_bytes = std::max(init_max.ephemeral_bytes, r->ephemeral_bytes);
+      } else {
+        total.cpu_milli += r->cpu_milli;
+        total.memory_bytes += r->memory_bytes;
+        total.ephemeral_bytes += r->ephemeral_bytes;
+      }
+    }
+  }
+  total.cpu_milli = std::max(total.cpu_milli, init_max.cpu_milli);
+  total.memory_bytes = std::max(total.memory_bytes, init_max.memory_bytes);
+  total.ephemeral_bytes = std::max(total.ephemeral_bytes, init_max.ephemeral_bytes);
+  if (const json::object* oh = obj(*spec, "overhead")) {
+    json::object wrapper;
+    wrapper["resources"] = json::object{{"requests", *oh}};
+    auto r = container_requests(wrapper, "spec.overhead");
+    if (!r.ok()) {
+      return r.error();
+    }
+    total.cpu_milli += r->cpu_milli;
+    total.memory_bytes += r->memory_bytes;
+    total.ephemeral_bytes += r->ephemeral_bytes;
+  }
+  return total;
+}
+
+Result<PodInfo> parse_pod(const json::object& pod, const DeviceConfig& devices) {
+  PodInfo p;
+  const json::object* meta = obj(pod, "metadata");
+  if (meta == nullptr) {
+    return make_error("metadata: missing");
+  }
+  p.name = str(*meta, "name");
+  if (p.name.empty()) {
+    return make_error("metadata.name: missing");
+  }
+  p.ns = str(*meta, "namespace");
+  if (p.ns.empty()) {
+    p.ns = "default";
+  }
+  p.uid = str(*meta, "uid");
+  auto fail = [&](const std::string& m) { return make_error("pod " + p.ns + "/" + p.name + ": " + m); };
+
+  static const json::object kEmpty;
+  const json::object* annotations = obj(*meta, "annotations");
+  if (annotations == nullptr) {
+    annotations = &kEmpty;
+  }
+  auto ann = [&](std::string_view key) -> std::optional<std::string> {
+    const json::value* v = annotations->if_contains(key);
+    if (v == nullptr || !v->is_string()) {
+      return std::nullopt;
+    }
+    return std::string(v->get_string());
+  };
+
+  const json::object* spec = obj(pod, "spec");
+  if (spec != nullptr) {
+    if (const json::object* ns = obj(*spec, "nodeSelector")) {
+      for (const auto& kv : *ns) {
+        p.node_selector.emplace(std::string(kv.key()), value_text(kv.value()));
+      }
+    }
+    const json::object* aff = obj(*spec, "affinity");
+    const json::object* na = aff ? obj(*aff, "nodeAffinity") : nullptr;
+    const json::object* req = na ? obj(*na, "requiredDuringSchedulingIgnoredDuringExecution") : nullptr;
+    if (req != nullptr) {
+      const json::array* terms = arr(*req, "nodeSelectorTerms");
+      size_t ti = 0;
+      for (const json::value& tv : terms ? *terms : json::array{}) {
+        std::string at = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[" +
+                         std::to_string(ti) + "]";
+        if (!tv.is_object()) {
+          return fail(at + ": must be an object");
+        }
+        NodeSelectorTerm term;
+        for (const char* key : {"matchExpressions", "matchFields"}) {
+          const json::array* exprs = arr(tv.get_object(), key);
+          size_t ei = 0;
+          for (const json::value& ev : exprs ? *exprs : json::array{}) {
+            auto r = requirement(ev, at + "." + key + "[" + std::to_string(ei++) + "]");
+            if (!r.ok()) {
+              return fail(r.message());
+            }
+            (std::string_view(key) == "matchFields" ? term.match_fields : term.match_expressions)
+                .push_back(std::move(r.value()));
+          }
+        }
+        p.required_affinity.push_back(std::move(term));
+        ++ti;
+      }
+    }
+    if (const json::array* tols = arr(*spec, "tolerations")) {
+      for (const json::value& tv : *tols) {
+        if (!tv.is_object()) {
+          continue;
+        }
+        const json::object& t = tv.get_object();
+        Toleration tol;
+        tol.key = str(t, "key");
+        tol.op_exists = str(t, "operator") == "Exists";
+        tol.value = str(t, "value");
+        tol.effect = str(t, "effect");
+        p.tolerations.push_back(std::move(tol));
+      }
+    }
+  }
+
+  auto reqs = pod_requests(pod);
+  if (!reqs.ok()) {
+    return fail(reqs.message());
+  }
+  p.requests = reqs.value();
+
+  if (auto text = ann(kGpuRequestAnnotation)) {
+    auto g = decode_gpu_request(*text);
+    if (!g.ok()) {
+      return fail(g.message());
+    }
+    p.gpu = std::move(g.value());
+  } else {
+    auto g = extract_gpu_request(pod, devices);
+    if (!g.ok()) {
+      return fail(g.message());
+    }
+    p.gpu = std::move(g.value());
+  }
+
+  if (auto v = ann(kUseGpuTypeAnnotation)) p.selectors.use_types = comma_list(*v);
+  if (auto v = ann(kNoUseGpuTypeAnnotation)) p.selectors.nouse_types = comma_list(*v);
+  if (auto v = ann(kUseGpuUuidAnnotation)) p.selectors.use_uuids = comma_list(*v);
+  if (auto v = ann(kNoUseGpuUuidAnnotation)) p.selectors.nouse_uuids = comma_list(*v);
+  if (auto v = ann(kNumaBindAnnotation)) p.selectors.numa_bind = (*v == "true" || *v == "True" || *v == "1");
+  if (auto v = ann(kVgpuModeAnnotation); v && !v->empty()) p.selectors.vgpu_mode = *v;
+  if (auto v = ann(kNodePolicyAnnotation); v && !v->empty()) p.node_policy = *v;
+  if (auto v = ann(kGpuPolicyAnnotation); v && !v->empty()) p.gpu_policy = *v;
+  if (auto v = ann(kScoringWeightsAnnotation)) {
+    auto w = parse_scoring_weights(*v);
+    if (!w.ok()) {
+      return fail(w.message());
+    }
+    p.weights = w.value();
+  }
+  return p;
+}
+
+}  // namespace gpuslice::scheduler

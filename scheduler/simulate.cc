@@ -1,0 +1,286 @@
+#include "scheduler/simulate.h"
+
+#include "common/json_patch.h"
+#include "scheduler/schedule.h"
+#include "webhook/policy.h"
+
+#include <boost/json/serialize.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+namespace gpuslice::scheduler {
+namespace json = boost::json;
+
+namespace {
+
+std::string kind_of(const json::object& o) {
+  const json::value* k = o.if_contains("kind");
+  return (k != nullptr && k->is_string()) ? std::string(k->get_string()) : std::string();
+}
+
+std::string meta_str(const json::object& o, std::string_view key) {
+  const json::value* m = o.if_contains("metadata");
+  if (m == nullptr || !m->is_object()) {
+    return {};
+  }
+  const json::value* v = m->get_object().if_contains(key);
+  return (v != nullptr && v->is_string()) ? std::string(v->get_string()) : std::string();
+}
+
+bool bound(const json::object& pod) {
+  const json::value* s = pod.if_contains("spec");
+  if (s != nullptr && s->is_object()) {
+    const json::value* n = s->get_object().if_contains("nodeName");
+    if (n != nullptr && n->is_string() && !n->get_string().empty()) {
+      return true;
+    }
+  }
+  const json::value* m = pod.if_contains("metadata");
+  const json::value* a = (m != nullptr && m->is_object()) ? m->get_object().if_contains("annotations") : nullptr;
+  return a != nullptr && a->is_object() && a->get_object().contains(kVgpuNodeAnnotation);
+}
+
+struct CardPods {
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> pods;  // (node, uuid) -> pods
+  void add(const std::string& node, const PodDevices& devices, const std::string& pod) {
+    for (const auto& slot : devices) {
+      for (const auto& d : slot) {
+        auto& v = pods[{node, d.uuid}];
+        if (std::find(v.begin(), v.end(), pod) == v.end()) {
+          v.push_back(pod);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+Result<SimulationResult> simulate(const SimulationInput& input, const Configuration& config, int64_t now_unix) {
+  Snapshot snap(config.devices);
+  CardPods card_pods;
+  struct Queued {
+    const std::string* file;
+    const Manifest* m;
+  };
+  std::vector<Queued> queue;
+  std::vector<const std::vector<std::pair<std::string, std::vector<Manifest>>>*> groups = {&input.node_files,
+                                                                                           &input.pod_files};
+  // Pass 1: cluster state (nodes, quotas, pods already bound) from every file.
+  for (const auto* group : groups) {
+    for (const auto& [file, manifests] : *group) {
+      for (const Manifest& m : manifests) {
+        std::string at = file + ": document " + std::to_string(m.document) + ": ";
+        std::string kind = kind_of(m.object);
+        if (kind == "Node") {
+          if (Status st = snap.upsert_node(m.object); !st.ok()) {
+            return make_error(at + st.message());
+          }
+        } else if (kind == "ResourceQuota") {
+          if (Status st = snap.upsert_quota(m.object); !st.ok()) {
+            return make_error(at + st.message());
+          }
+        } else if (kind == "Pod") {
+          if (bound(m.object)) {
+            if (Status st = snap.upsert_pod(m.object); !st.ok()) {
+              return make_error(at + st.message());
+            }
+            std::string ns = meta_str(m.object, "namespace");
+            std::string key = (ns.empty() ? std::string("default") : ns) + "/" + meta_str(m.object, "name");
+            if (const PodRecord* rec = snap.find_pod(ns.empty() ? "default" : ns, meta_str(m.object, "name"))) {
+              card_pods.add(rec->gpu_node, rec->devices, key);
+            }
+          } else {
+            queue.push_back(Queued{&file, &m});
+          }
+        }
+        // Other kinds (Namespace, Deployment, ...) are not simulated and are skipped.
+      }
+    }
+  }
+
+  SimulationResult result;
+  ScheduleOptions options = ScheduleOptions::from(config.scheduler);
+  for (const Queued& q : queue) {
+    const json::object& original = q.m->object;
+    SimulatedPod out;
+    out.name = meta_str(original, "name");
+    out.ns = meta_str(original, "namespace");
+    if (out.ns.empty()) {
+      out.ns = "default";
+    }
+    std::string at = *q.file + ": document " + std::to_string(q.m->document) + ": ";
+    if (out.name.empty()) {
+      return make_error(at + "metadata.name: missing");
+    }
+    webhook::MutationResult mr = webhook::mutate_pod(original, out.ns, config);
+    if (!mr.allowed) {
+      out.status = "Rejected";
+      out.message = mr.message;
+      result.pods.push_back(std::move(out));
+      continue;
+    }
+    auto patched = apply_patch(json::value(original), mr.patch);
+    if (!patched.ok()) {
+      return make_error(at + "applying the webhook's patch: " + patched.message());
+    }
+    if (!patched->is_object()) {
+      return make_error(at + "the webhook's patch did not leave an object");
+    }
+    const json::object& pod = patched->get_object();
+    auto info = parse_pod(pod, config.devices);
+    if (!info.ok()) {
+      out.status = "Pending";
+      out.message = info.message();
+      result.pods.push_back(std::move(out));
+      continue;
+    }
+    Decision d = schedule(snap, info.value(), options);
+    if (!d.scheduled) {
+      out.status = "Pending";
+      out.message = d.message;
+      result.pods.push_back(std::move(out));
+      continue;
+    }
+    if (Status st = snap.assume(info.value(), d.node, d.devices, now_unix); !st.ok()) {
+      return make_error(at + st.message());
+    }
+    card_pods.add(d.node, d.devices, info->key());
+    out.status = "Scheduled";
+    out.node = d.node;
+    const NodeState* node = snap.find_node(d.node);
+    for (size_t i = 0; i < d.devices.size(); ++i) {
+      for (const ContainerDevice& dev : d.devices[i]) {
+        SimulatedDevice sd;
+        sd.container = i < info->gpu.containers.size() ? info->gpu.containers[i].name : std::to_string(i);
+        sd.uuid = dev.uuid;
+        const CardState* card = node ? node->find_card(dev.uuid) : nullptr;
+        sd.type = card ? card->info.type : dev.type;
+        sd.mem_mib = dev.mem_mib;
+        sd.cores = dev.cores;
+        out.devices.push_back(std::move(sd));
+      }
+    }
+    result.pods.push_back(std::move(out));
+  }
+
+  snap.for_each_node([&](const NodeState& n) {
+    for (const CardState& c : n.cards) {
+      SimulatedCard sc;
+      sc.node = n.name;
+      sc.uuid = c.info.id;
+      sc.type = c.info.type;
+      sc.mem_used_mib = c.used_mem_mib;
+      sc.mem_total_mib = c.info.devmem;
+      sc.cores_used = c.used_cores;
+      sc.cores_total = c.info.devcore;
+      if (auto it = card_pods.pods.find({n.name, c.info.id}); it != card_pods.pods.end()) {
+        sc.pods = it->second;
+      }
+      result.cards.push_back(std::move(sc));
+    }
+  });
+  return result;
+}
+
+json::object simulation_to_json(const SimulationResult& r) {
+  json::array pods;
+  for (const SimulatedPod& p : r.pods) {
+    json::object o;
+    o["namespace"] = p.ns;
+    o["name"] = p.name;
+    o["status"] = p.status;
+    if (p.node) {
+      o["node"] = *p.node;
+    } else {
+      o["node"] = nullptr;
+    }
+    json::array devs;
+    for (const SimulatedDevice& d : p.devices) {
+      devs.push_back(json::object{{"container", d.container},
+                                  {"uuid", d.uuid},
+                                  {"type", d.type},
+                                  {"memMiB", d.mem_mib},
+                                  {"cores", d.cores}});
+    }
+    o["devices"] = std::move(devs);
+    o["message"] = p.message;
+    pods.push_back(std::move(o));
+  }
+  json::array cards;
+  for (const SimulatedCard& c : r.cards) {
+    json::array names;
+    for (const std::string& p : c.pods) {
+      names.push_back(json::string(p));
+    }
+    cards.push_back(json::object{{"node", c.node},
+                                 {"uuid", c.uuid},
+                                 {"type", c.type},
+                                 {"memUsedMiB", c.mem_used_mib},
+                                 {"memTotalMiB", c.mem_total_mib},
+                                 {"coresUsed", c.cores_used},
+                                 {"coresTotal", c.cores_total},
+                                 {"pods", std::move(names)}});
+  }
+  return json::object{{"pods", std::move(pods)}, {"cards", std::move(cards)}};
+}
+
+namespace {
+
+std::string render(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& r : rows) {
+    width.resize(std::max(width.size(), r.size()));
+    for (size_t i = 0; i < r.size(); ++i) {
+      width[i] = std::max(width[i], r[i].size());
+    }
+  }
+  std::string out;
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) {
+      line += r[i];
+      if (i + 1 < r.size()) {
+        line += std::string(width[i] - r[i].size() + 3, ' ');
+      }
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string simulation_to_table(const SimulationResult& r) {
+  std::vector<std::vector<std::string>> pods = {{"POD", "STATUS", "NODE", "DEVICES / MESSAGE"}};
+  for (const SimulatedPod& p : r.pods) {
+    std::string detail;
+    if (p.status == "Scheduled") {
+      for (size_t i = 0; i < p.devices.size(); ++i) {
+        const SimulatedDevice& d = p.devices[i];
+        detail += (i ? "; " : "") + d.container + ": " + d.uuid + " (" + d.type + ") " + std::to_string(d.mem_mib) +
+                  " MiB " + std::to_string(d.cores) + "%";
+      }
+      if (p.devices.empty()) {
+        detail = "no GPU";
+      }
+    } else {
+      detail = p.message;
+    }
+    pods.push_back({p.ns + "/" + p.name, p.status, p.node.value_or("-"), detail});
+  }
+  std::vector<std::vector<std::string>> cards = {{"NODE", "CARD", "TYPE", "MEMORY MiB", "CORES %", "PODS"}};
+  for (const SimulatedCard& c : r.cards) {
+    std::string names;
+    for (size_t i = 0; i < c.pods.size(); ++i) {
+      names += (i ? "," : "") + c.pods[i];
+    }
+    cards.push_back({c.node, c.uuid, c.type, std::to_string(c.mem_used_mib) + "/" + std::to_string(c.mem_total_mib),
+                     std::to_string(c.cores_used) + "/" + std::to_string(c.cores_total), names.empty() ? "-" : names});
+  }
+  return render(pods) + "\n" + render(cards);
+}
+
+}  // namespace gpuslice::scheduler

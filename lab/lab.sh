@@ -64,7 +64,8 @@ gpuslice_bin() {
   done
   echo "$REPO/build/release/cmd/gpuslice"
 }
-gpuslice_has() { local b; b=$(gpuslice_bin); [[ -x $b ]] && "$b" "$1" --help >/dev/null 2>&1; }
+# True when the binary lists subcommand $1 (`gpuslice X --help` exits 0 for any X, so read the list).
+gpuslice_has() { local b; b=$(gpuslice_bin); [[ -x $b ]] && "$b" --help 2>/dev/null | grep -qE "^ +$1( |$)"; }
 
 # ===========================================================================================================
 # THE GPUSLICE COMMAND LINES (the one place to change when the flags of `gpuslice serve` or

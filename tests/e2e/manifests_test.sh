@@ -29,7 +29,13 @@ use_tenant a || { ko "tenant a" "lab/lab.sh env a failed"; exit 1; }
 command -v kubectl >/dev/null || { ko "kubectl" "not on PATH after lab.sh env"; exit 1; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpuslice-manifests.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+declare -A scratch_ns=()
+cleanup() {
+  local t
+  for t in "${!scratch_ns[@]}"; do use_tenant "$t"; kubectl delete namespace "${scratch_ns[$t]}" --wait=false >/dev/null 2>&1; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
 cp -r "$ROOT/manifests" "$work/manifests"
 M=$work/manifests
 
@@ -76,11 +82,21 @@ for o in "${overlays[@]}"; do
   fi
   ok "overlays/$o: kustomize build" "$(grep -c '^kind:' "$built") objects"
   # One object per file, so each gets its own verdict.
-  python3 - "$built" "$work/objs-$(echo "$o" | tr / -)" <<'PY'
+  # Namespaced objects move to a scratch namespace and are dry-run CREATED there, so each is validated as a
+  # fresh object whatever the lab already holds; cluster-scoped ones are dry-run APPLIED (a three-way merge
+  # over what the lab applied, then full validation of the result).
+  [[ -n ${scratch_ns[$t]:-} ]] || {
+    scratch_ns[$t]=gpuslice-manifests-test-$$
+    kubectl create namespace "${scratch_ns[$t]}" >/dev/null &&
+      kubectl label namespace "${scratch_ns[$t]}" gpuslice.io/webhook=ignore >/dev/null
+  }
+  python3 - "$built" "$work/objs-$(echo "$o" | tr / -)" "${scratch_ns[$t]}" <<'PY'
 import os, sys, yaml
 out = sys.argv[2]; os.makedirs(out, exist_ok=True)
 for i, doc in enumerate(d for d in yaml.safe_load_all(open(sys.argv[1])) if d):
     md = doc.get("metadata", {})
+    if md.get("namespace"):
+        md["namespace"] = sys.argv[3]
     name = f'{i:02d} {doc["apiVersion"]} {doc["kind"]} {md.get("namespace", "-")}/{md["name"]}'
     with open(os.path.join(out, f"{i:02d}.yaml"), "w") as f:
         f.write("# " + name + "\n" + yaml.safe_dump(doc, sort_keys=False))
@@ -91,7 +107,8 @@ PY
       skip "overlays/$o: $kind $ref" "$api is not served by tenant $t's API server (install its CRDs, e.g. cert-manager, to validate it)"
       continue
     fi
-    if err=$(kubectl apply --server-side --dry-run=server --force-conflicts --field-manager=manifests-test -f "$f" 2>&1); then
+    if [[ $ref == -/* ]]; then verb=(apply --dry-run=server); else verb=(create --dry-run=server); fi
+    if err=$(kubectl "${verb[@]}" -f "$f" 2>&1); then
       ok "overlays/$o: $kind $ref (server-side dry run, tenant $t)"
     else
       ko "overlays/$o: $kind $ref (server-side dry run, tenant $t)" "$err"

@@ -172,16 +172,18 @@ start_proc() {  # name netns(or -) cmd...
   for i in $(seq 50); do [[ -s $pidf ]] && return 0; sleep 0.05; done
   die "$name did not start (see $logf)"
 }
-proc_alive() { local p; p=$(cat "$STATE/pids/$1.pid" 2>/dev/null) && [[ -n $p ]] && kill -0 "$p" 2>/dev/null; }
+# A zombie counts as dead: our processes are reparented to PID 1, which may reap them late.
+pid_alive() { local st; st=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) && [[ -n $st && $st != Z ]]; }
+proc_alive() { local p; p=$(cat "$STATE/pids/$1.pid" 2>/dev/null) && [[ -n $p ]] && pid_alive "$p"; }
 stop_proc() {  # name [grace seconds]
   local name=$1 grace=${2:-5} pidf=$STATE/pids/$1.pid pid pgid i
   pid=$(cat "$pidf" 2>/dev/null) || return 0
-  if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+  if [[ -n $pid ]] && pid_alive "$pid"; then
     pgid=$(ps -o pgid= -p "$pid" | tr -d ' ')
     # Only a process group this lab started (its leader runs in our session): never a recycled PID's group.
     if [[ -n $pgid && $pgid != "$(ps -o pgid= -p $$ | tr -d ' ')" ]]; then
       kill -TERM -- "-$pgid" 2>/dev/null || true
-      for i in $(seq $((grace * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      for i in $(seq $((grace * 10))); do pid_alive "$pid" || break; sleep 0.1; done
       kill -KILL -- "-$pgid" 2>/dev/null || true
     else
       kill -KILL "$pid" 2>/dev/null || true
@@ -485,8 +487,10 @@ cleanup() {
       [[ -e $f ]] || continue
       name=$(basename "$f" .pid)
       [[ $name == etcd ]] && continue
-      stop_proc "$name" 3
+      # In parallel: proxy-agent needs its SIGKILL after the grace anyway (it ignores SIGTERM).
+      if [[ $name == *-agent ]]; then stop_proc "$name" 1 & else stop_proc "$name" 3 & fi
     done
+    wait
     stop_proc etcd 5
   fi
   # 2. Anything still inside the lab's namespaces (created by this lab, nothing else runs there), then the

@@ -102,6 +102,7 @@ struct WebhookMetrics {
           r.gauge("gpuslice_webhook_open_connections", "Open connections on the webhook listeners.").with({}),
           r.gauge("gpuslice_build_info", "gpuslice build information; always 1.", {"version"}),
       };
+      w->latency.with({});  // the unlabelled series exists (count 0) before the first review
       for (auto o : {ReviewOutcome::patched, ReviewOutcome::allowed, ReviewOutcome::skipped, ReviewOutcome::denied,
                      ReviewOutcome::rejected}) {
         w->reviews.with({outcome_name(o)});
@@ -545,8 +546,12 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       // Keep-alive wait: the idle deadline until the first byte of the next request.
       idle_ = true;
       lowest().expires_after(opt().idle_timeout);
-      http::async_read_some(stream_, buffer_, *parser_,
-                            beast::bind_front_handler(&Session::on_first_bytes, this->shared_from_this()));
+      // A plain read of whatever arrives (not http::async_read_some, which keeps reading until the parser
+      // makes progress, so half a header would stay under the long idle deadline).
+      stream_.async_read_some(buffer_.prepare(16 * 1024), [self = this->shared_from_this()](error_code ec, std::size_t n) {
+        self->buffer_.commit(n);
+        self->on_first_bytes(ec, n);
+      });
     } else {
       on_first_bytes({}, 0);  // a pipelined request is already buffered
     }

@@ -1,0 +1,715 @@
+// Client tests against in-process TLS servers on 127.0.0.1 port 0 (tests/kube/test_server.h).
+#include "kube/client.h"
+#include "kube/reflector.h"
+#include "tests/kube/test_pki.h"
+#include "tests/kube/test_server.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace gpuslice::kube;
+using namespace gpuslice::kube::testing;
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+namespace json = boost::json;
+using asio::awaitable;
+
+namespace {
+const TestPki& pki() {
+  static const TestPki p = make_pki();
+  return p;
+}
+
+RestConfig config_for(const TestServer& s) {
+  RestConfig rc;
+  rc.server = s.url();
+  rc.ca_pem = pki().ca.cert_pem;
+  rc.token = "secret-token";
+  return rc;
+}
+
+std::shared_ptr<Client> make_client(asio::io_context& io, RestConfig rc, ClientOptions opts = {}) {
+  auto c = Client::create(io.get_executor(), std::move(rc), std::move(opts));
+  if (!c) {
+    FAIL("Client::create: " << c.message());
+  }
+  return *c;
+}
+
+Reply ok_json(const std::string& body, int status = 200) { return Reply{{http_response(status, body)}}; }
+
+awaitable<void> sleep_for(std::chrono::milliseconds d) {
+  asio::steady_timer t(co_await asio::this_coro::executor);
+  t.expires_after(d);
+  co_await t.async_wait(asio::use_awaitable);
+}
+
+std::string event_line(const std::string& type, const std::string& name, const std::string& rv) {
+  return fmt::format(R"({{"type":"{}","object":{{"kind":"Pod","apiVersion":"v1","metadata":{{"name":"{}","namespace":"ns","resourceVersion":"{}"}}}}}})",
+                     type, name, rv) +
+         "\n";
+}
+
+// Encodes `body` as HTTP chunks of `chunk_size` bytes (so chunks end mid-line), after a 200 chunked head.
+std::string chunked_stream(const std::string& body, std::size_t chunk_size, bool terminate = true) {
+  std::string out = chunked_head();
+  for (std::size_t i = 0; i < body.size(); i += chunk_size) {
+    out += chunk(body.substr(i, chunk_size));
+  }
+  if (terminate) {
+    out += last_chunk();
+  }
+  return out;
+}
+
+struct TempFile {
+  std::filesystem::path path;
+  explicit TempFile(const std::string& content) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "gpuslice-token-XXXXXX").string();
+    int fd = mkstemp(tmpl.data());
+    close(fd);
+    path = tmpl;
+    write(content);
+  }
+  ~TempFile() { std::filesystem::remove(path); }
+  void write(const std::string& content) const { std::ofstream(path, std::ios::trunc) << content; }
+};
+}  // namespace
+
+TEST_CASE("client GET: object decoded, headers sent, keep-alive connection reused") {
+  asio::io_context io;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [](const Recorded& r) {
+    return ok_json(fmt::format(R"({{"kind":"Pod","metadata":{{"name":"p","resourceVersion":"7"}},"seen":"{}"}})", r.target));
+  });
+  auto client = make_client(io, config_for(server));
+  run_test(io, [&]() -> awaitable<void> {
+    for (int i = 0; i < 3; ++i) {
+      auto r = co_await client->get(object_path(resources::pods(), "ns", "p"));
+      REQUIRE(r);
+      REQUIRE(name_of(*r) == "p");
+      REQUIRE(string_at(*r, "/seen") == "/api/v1/namespaces/ns/pods/p");
+    }
+  });
+  REQUIRE(server.requests().size() == 3);
+  const auto& h = server.requests()[0].headers;
+  REQUIRE(h.at("authorization") == "Bearer secret-token");
+  REQUIRE(h.at("accept") == "application/json");
+  REQUIRE(h.at("host") == "127.0.0.1:" + std::to_string(server.port()));
+  REQUIRE(h.at("user-agent") == "gpuslice");
+  REQUIRE(server.connections() == 1);
+  REQUIRE(client->connections_opened() == 1);
+  REQUIRE(client->idle_connections() == 1);
+}
+
+TEST_CASE("client decodes Status errors into ApiError") {
+  asio::io_context io;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [](const Recorded& r) {
+    if (r.target.find("missing") != std::string::npos) {
+      return ok_json(status_body(404, "NotFound", "pods \\\"missing\\\" not found"), 404);
+    }
+    if (r.method == "POST") {
+      return ok_json(status_body(409, "AlreadyExists", "pods \\\"p\\\" already exists"), 409);
+    }
+    return Reply{{"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\nboom"}};
+  });
+  auto client = make_client(io, config_for(server));
+  run_test(io, [&]() -> awaitable<void> {
+    auto nf = co_await client->get("/api/v1/namespaces/ns/pods/missing");
+    REQUIRE_FALSE(nf);
+    REQUIRE(nf.error().is_not_found());
+    REQUIRE(nf.error().message == "pods \"missing\" not found");
+    auto dup = co_await client->create("/api/v1/namespaces/ns/pods", json::object{{"kind", "Pod"}});
+    REQUIRE_FALSE(dup);
+    REQUIRE(dup.error().is_already_exists());
+    auto boom = co_await client->remove("/api/v1/namespaces/ns/pods/x");
+    REQUIRE_FALSE(boom);
+    REQUIRE(boom.error().code == 500);
+    REQUIRE(boom.error().reason == "InternalError");
+    REQUIRE(boom.error().message == "boom");
+    REQUIRE(boom.error().is_retriable());
+  });
+  REQUIRE(server.requests()[1].headers.at("content-type") == "application/json");
+  REQUIRE(server.requests()[1].body == R"({"kind":"Pod"})");
+}
+
+TEST_CASE("server certificate: CA and host/IP verification") {
+  asio::io_context io;
+  // This server's certificate names only DNS:localhost, not IP 127.0.0.1.
+  const TestPki dns_only = make_pki({"DNS:localhost"});
+  TestServer server(io, dns_only.server.cert_pem, dns_only.server.key_pem,
+                    [](const Recorded&) { return ok_json(R"({"kind":"Status"})"); });
+  RestConfig rc = config_for(server);
+  rc.ca_pem = dns_only.ca.cert_pem;
+  auto by_ip = make_client(io, rc);
+  rc.tls_server_name = "localhost";
+  auto by_name = make_client(io, rc);
+  RestConfig wrong_ca = config_for(server);  // the other PKI's CA, with a name that matches
+  wrong_ca.tls_server_name = "localhost";
+  auto untrusted = make_client(io, wrong_ca);
+  RestConfig insecure = config_for(server);
+  insecure.ca_pem.clear();
+  insecure.insecure_skip_tls_verify = true;
+  auto skip = make_client(io, insecure);
+  run_test(io, [&]() -> awaitable<void> {
+    auto a = co_await by_ip->get("/version");
+    REQUIRE_FALSE(a);
+    REQUIRE(a.error().is_transport());
+    REQUIRE(a.error().message.find("TLS handshake") != std::string::npos);
+    auto b = co_await by_name->get("/version");
+    REQUIRE(b);
+    auto c = co_await untrusted->get("/version");
+    REQUIRE_FALSE(c);
+    REQUIRE(c.error().is_transport());
+    auto d = co_await skip->get("/version");
+    REQUIRE(d);
+  });
+  // SNI carries tls-server-name; the IP-only client sent none (no assertion possible server-side here).
+  REQUIRE(server.requests().size() == 2);
+}
+
+TEST_CASE("client certificate authentication") {
+  asio::io_context io;
+  TestServer server(
+      io, pki().server.cert_pem, pki().server.key_pem, [](const Recorded&) { return ok_json(R"({"kind":"Status"})"); },
+      pki().ca.cert_pem);
+  RestConfig with_cert = config_for(server);
+  with_cert.token.clear();
+  with_cert.client_cert_pem = pki().client.cert_pem;
+  with_cert.client_key_pem = pki().client.key_pem;
+  RestConfig without = config_for(server);
+  auto a = make_client(io, with_cert);
+  auto b = make_client(io, without);
+  run_test(io, [&]() -> awaitable<void> {
+    auto ok = co_await a->get("/api");
+    REQUIRE(ok);
+    auto denied = co_await b->get("/api");
+    REQUIRE_FALSE(denied);
+    REQUIRE(denied.error().is_transport());
+  });
+  REQUIRE(server.requests().size() == 1);
+  REQUIRE(server.requests()[0].headers.count("authorization") == 0);
+
+  RestConfig bad = with_cert;
+  bad.client_key_pem = "-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n";
+  auto e = Client::create(io.get_executor(), bad, {});
+  REQUIRE_FALSE(e);
+  REQUIRE(e.message().find("client-key") != std::string::npos);
+  RestConfig bad_ca = with_cert;
+  bad_ca.ca_pem = "garbage";
+  auto e2 = Client::create(io.get_executor(), bad_ca, {});
+  REQUIRE_FALSE(e2);
+  REQUIRE(e2.message().find("certificate-authority") != std::string::npos);
+}
+
+TEST_CASE("every request has a deadline") {
+  asio::io_context io;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem,
+                    [](const Recorded&) { return Reply{{}, 0ms, false, true}; });  // never answers
+  ClientOptions opts;
+  opts.timeout = 300ms;
+  auto client = make_client(io, config_for(server), opts);
+  run_test(io, [&]() -> awaitable<void> {
+    auto r = co_await client->get("/api/v1/pods");
+    REQUIRE_FALSE(r);
+    REQUIRE(r.error().is_timeout());
+    REQUIRE(r.error().message.find("GET /api/v1/pods") != std::string::npos);
+    // The per-request override applies too.
+    auto s = co_await client->send(Request{HttpMethod::get, "/api", {}, {}, 100ms});
+    REQUIRE_FALSE(s);
+    REQUIRE(s.error().is_timeout());
+  });
+}
+
+TEST_CASE("response body limit") {
+  asio::io_context io;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [](const Recorded&) {
+    return ok_json("{\"pad\":\"" + std::string(5000, 'x') + "\"}");
+  });
+  ClientOptions opts;
+  opts.max_response_bytes = 4096;
+  auto client = make_client(io, config_for(server), opts);
+  run_test(io, [&]() -> awaitable<void> {
+    auto r = co_await client->get("/api/v1/pods");
+    REQUIRE_FALSE(r);
+    REQUIRE(r.error().reason == kReasonTooLarge);
+  });
+}
+
+TEST_CASE("401: the token file is re-read and the request retried once") {
+  asio::io_context io;
+  TempFile token("old-token\n");
+  std::string accepted = "old-token";
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [&](const Recorded& r) {
+    if (r.headers.at("authorization") != "Bearer " + accepted) {
+      return ok_json(status_body(401, "Unauthorized", "Unauthorized"), 401);
+    }
+    return ok_json(R"({"kind":"Namespace","metadata":{"name":"default"}})");
+  });
+  RestConfig rc = config_for(server);
+  rc.token.clear();
+  rc.token_file = token.path.string();
+  auto now = std::chrono::steady_clock::time_point{} + 1000s;
+  ClientOptions opts;
+  opts.auth.steady_now = [&] { return now; };
+  auto client = make_client(io, rc, opts);
+  run_test(io, [&]() -> awaitable<void> {
+    REQUIRE(co_await client->get("/api/v1/namespaces/default"));
+    token.write("new-token");
+    accepted = "new-token";
+    // Within the re-read period the client still holds the old token: 401, re-read, retry.
+    auto r = co_await client->get("/api/v1/namespaces/default");
+    REQUIRE(r);
+    // Rotation without a 401: picked up once the period has passed.
+    token.write("newer-token");
+    accepted = "newer-token";
+    now += 61s;
+    REQUIRE(co_await client->get("/api/v1/namespaces/default"));
+    // A credential that stays wrong: one retry only, then the 401 surfaces.
+    accepted = "something-else";
+    auto denied = co_await client->get("/api/v1/namespaces/default");
+    REQUIRE_FALSE(denied);
+    REQUIRE(denied.error().is_unauthorized());
+  });
+  std::vector<std::string> sent;
+  for (const auto& r : server.requests()) {
+    sent.push_back(r.headers.at("authorization"));
+  }
+  REQUIRE(sent == std::vector<std::string>{"Bearer old-token", "Bearer old-token", "Bearer new-token",
+                                           "Bearer newer-token", "Bearer newer-token", "Bearer newer-token"});
+}
+
+TEST_CASE("client-side rate limit: a wait beyond the deadline fails fast") {
+  asio::io_context io;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem,
+                    [](const Recorded&) { return ok_json(R"({"kind":"Status"})"); });
+  ClientOptions opts;
+  opts.qps = 1;
+  opts.burst = 2;
+  opts.timeout = 500ms;
+  const auto frozen = std::chrono::steady_clock::time_point{} + 5000s;
+  opts.steady_now = [&] { return frozen; };  // no refill: the third request would wait 1 s
+  auto client = make_client(io, config_for(server), opts);
+  run_test(io, [&]() -> awaitable<void> {
+    REQUIRE(co_await client->get("/a"));
+    REQUIRE(co_await client->get("/b"));
+    auto r = co_await client->get("/c");
+    REQUIRE_FALSE(r);
+    REQUIRE(r.error().is_timeout());
+    REQUIRE(r.error().message.find("rate limit") != std::string::npos);
+  });
+  REQUIRE(server.requests().size() == 2);
+}
+
+TEST_CASE("a pooled connection closed by the server is replaced transparently") {
+  asio::io_context io;
+  // The server closes after each response without saying so, as an idle-timeout close would look.
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [](const Recorded&) {
+    Reply r = ok_json(R"({"kind":"Status"})");
+    r.close = true;
+    return r;
+  });
+  auto client = make_client(io, config_for(server));
+  run_test(io, [&]() -> awaitable<void> {
+    REQUIRE(co_await client->get("/a"));
+    co_await sleep_for(50ms);
+    auto r = co_await client->get("/b");
+    REQUIRE(r);
+  });
+  REQUIRE(server.connections() == 2);
+  REQUIRE(server.requests().size() == 2);
+}
+
+TEST_CASE("list follows continue tokens; a 410 on a continue token restarts once") {
+  asio::io_context io;
+  int expired_once = 0;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [&](const Recorded& r) {
+    if (r.target.find("continue=c2") != std::string::npos && expired_once++ == 0) {
+      return ok_json(status_body(410, "Expired", "The provided continue parameter is too old"), 410);
+    }
+    if (r.target.find("continue=c1") != std::string::npos) {
+      return ok_json(R"({"kind":"PodList","metadata":{"resourceVersion":"100","continue":"c2"},"items":[{"metadata":{"name":"b"}}]})");
+    }
+    if (r.target.find("continue=c2") != std::string::npos) {
+      return ok_json(R"({"kind":"PodList","metadata":{"resourceVersion":"100"},"items":[{"metadata":{"name":"c"}}]})");
+    }
+    return ok_json(R"({"kind":"PodList","metadata":{"resourceVersion":"100","continue":"c1"},"items":[{"metadata":{"name":"a"}}]})");
+  });
+  auto client = make_client(io, config_for(server));
+  run_test(io, [&]() -> awaitable<void> {
+    ListOptions lo;
+    lo.limit = 1;
+    lo.label_selector = "app=x";
+    auto r = co_await client->list(collection_path(resources::pods()), lo);
+    REQUIRE(r);
+    REQUIRE(r->resource_version == "100");
+    REQUIRE(r->kind == "PodList");
+    std::vector<std::string> names;
+    for (const auto& item : r->items) {
+      names.push_back(name_of(item));
+    }
+    REQUIRE(names == std::vector<std::string>{"a", "b", "c"});
+  });
+  std::vector<std::string> targets;
+  for (const auto& r : server.requests()) {
+    targets.push_back(r.target);
+  }
+  REQUIRE(targets == std::vector<std::string>{
+                         "/api/v1/pods?labelSelector=app%3Dx&limit=1",
+                         "/api/v1/pods?labelSelector=app%3Dx&limit=1&continue=c1",
+                         "/api/v1/pods?labelSelector=app%3Dx&limit=1&continue=c2",  // 410
+                         "/api/v1/pods?labelSelector=app%3Dx&limit=1",
+                         "/api/v1/pods?labelSelector=app%3Dx&limit=1&continue=c1",
+                         "/api/v1/pods?labelSelector=app%3Dx&limit=1&continue=c2"});
+}
+
+TEST_CASE("watch: chunked stream split at awkward points, events in order, RV tracked") {
+  const std::string events = event_line("ADDED", "a", "11") + "\n" + event_line("MODIFIED", "a", "12") +
+                             event_line("BOOKMARK", "", "13") + event_line("DELETED", "a", "14");
+  for (std::size_t chunk_size : {std::size_t{1}, std::size_t{7}, std::size_t{64}, std::size_t{4096}}) {
+    DYNAMIC_SECTION("chunk size " << chunk_size) {
+      asio::io_context io;
+      const std::string raw = chunked_stream(events, chunk_size);
+      // TCP writes cut through chunk headers, CRLFs and JSON alike.
+      std::vector<std::size_t> cuts;
+      for (std::size_t i = 3; i < raw.size(); i += 13) {
+        cuts.push_back(i);
+      }
+      TestServer server(io, pki().server.cert_pem, pki().server.key_pem,
+                        [&](const Recorded&) { return Reply{split_at(raw, cuts), 1ms}; });
+      auto client = make_client(io, config_for(server));
+      run_test(io, [&]() -> awaitable<void> {
+        std::vector<std::string> seen;
+        WatchOptions wo;
+        wo.resource_version = "10";
+        wo.timeout_seconds = 60;
+        auto r = co_await client->watch(collection_path(resources::pods(), "ns"), wo, [&](WatchEvent& e) {
+          seen.push_back(std::string(watch_event_type_name(e.type)) + ":" + e.resource_version);
+          return true;
+        });
+        REQUIRE(r);
+        REQUIRE(r->end == WatchEnd::closed);
+        REQUIRE(r->last_resource_version == "14");
+        REQUIRE(r->events == 4);
+        REQUIRE(seen == std::vector<std::string>{"ADDED:11", "MODIFIED:12", "BOOKMARK:13", "DELETED:14"});
+      });
+      REQUIRE(server.requests().at(0).target ==
+              "/api/v1/namespaces/ns/pods?watch=1&resourceVersion=10&allowWatchBookmarks=true&timeoutSeconds=60");
+    }
+  }
+}
+
+TEST_CASE("watch: 410 Gone as HTTP status and as an in-stream ERROR both end with WatchEnd::gone") {
+  asio::io_context io;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [](const Recorded& r) {
+    if (r.target.find("resourceVersion=1&") != std::string::npos) {
+      return ok_json(status_body(410, "Expired", "too old resource version: 1 (50)"), 410);
+    }
+    if (r.target.find("resourceVersion=2&") != std::string::npos) {
+      const std::string body =
+          event_line("ADDED", "a", "3") +
+          R"j({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 3 (50)","reason":"Expired","code":410}})j" +
+          "\n" + event_line("ADDED", "never", "4");
+      return Reply{{chunked_stream(body, 20)}};
+    }
+    const std::string body =
+        R"({"type":"ERROR","object":{"kind":"Status","code":500,"reason":"InternalError","message":"etcd down"}})"
+        "\n";
+    return Reply{{chunked_stream(body, 1000)}};
+  });
+  auto client = make_client(io, config_for(server));
+  run_test(io, [&]() -> awaitable<void> {
+    WatchOptions wo;
+    wo.resource_version = "1";
+    int events = 0;
+    auto count = [&](WatchEvent&) {
+      ++events;
+      return true;
+    };
+    auto http410 = co_await client->watch("/api/v1/pods", wo, count);
+    REQUIRE(http410);
+    REQUIRE(http410->end == WatchEnd::gone);
+    wo.resource_version = "2";
+    auto in_stream = co_await client->watch("/api/v1/pods", wo, count);
+    REQUIRE(in_stream);
+    REQUIRE(in_stream->end == WatchEnd::gone);
+    REQUIRE(in_stream->last_resource_version == "3");
+    REQUIRE(events == 1);  // the event after the ERROR is not delivered
+    wo.resource_version = "5";
+    auto other = co_await client->watch("/api/v1/pods", wo, count);
+    REQUIRE_FALSE(other);
+    REQUIRE(other.error().code == 500);
+    REQUIRE(other.error().message == "etcd down");
+  });
+}
+
+TEST_CASE("watch: an over-long line, a bad line, a handler stop, and cancellation") {
+  asio::io_context io;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [](const Recorded& r) {
+    if (r.target.find("long") != std::string::npos) {
+      return Reply{{chunked_stream(std::string(3000, 'x') + "\n", 500)}};
+    }
+    if (r.target.find("bad") != std::string::npos) {
+      return Reply{{chunked_stream("{not json}\n", 500)}};
+    }
+    if (r.target.find("stop") != std::string::npos) {
+      return Reply{{chunked_stream(event_line("ADDED", "a", "1") + event_line("ADDED", "b", "2"), 500)}};
+    }
+    // Holds the stream open after one event.
+    Reply hold{{chunked_stream(event_line("ADDED", "a", "1"), 500, false)}};
+    hold.hold = true;
+    return hold;
+  });
+  ClientOptions opts;
+  opts.max_watch_line_bytes = 1024;
+  auto client = make_client(io, config_for(server), opts);
+  run_test(io, [&]() -> awaitable<void> {
+    auto all = [](WatchEvent&) { return true; };
+    auto long_line = co_await client->watch("/long", {}, all);
+    REQUIRE_FALSE(long_line);
+    REQUIRE(long_line.error().reason == kReasonTooLarge);
+    auto bad = co_await client->watch("/bad", {}, all);
+    REQUIRE_FALSE(bad);
+    REQUIRE(bad.error().reason == kReasonDecode);
+    auto stop = co_await client->watch("/stop", {}, [](WatchEvent&) { return false; });
+    REQUIRE(stop);
+    REQUIRE(stop->end == WatchEnd::stopped);
+    REQUIRE(stop->events == 1);
+
+    auto cancel = std::make_shared<Cancellation>();
+    auto held = co_await client->watch("/held", {}, [&](WatchEvent&) {
+      // Cancel from inside the executor after the first event (as Reflector::stop() would).
+      asio::post(client->get_executor(), [cancel] { cancel->cancel(); });
+      return true;
+    }, cancel);
+    REQUIRE(held);
+    REQUIRE(held->end == WatchEnd::cancelled);
+    REQUIRE(held->last_resource_version == "1");
+  });
+}
+
+TEST_CASE("typed helpers: binding, pod status, events, leases") {
+  asio::io_context io;
+  std::string lease_rv = "5";
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [&](const Recorded& r) {
+    if (r.target.ends_with("/binding")) {
+      if (r.body.find("\"name\":\"bound\"") != std::string::npos) {
+        return ok_json(status_body(409, "Conflict", "pod bound is already assigned to node n0"), 409);
+      }
+      return ok_json(R"({"kind":"Status","status":"Success","code":201})", 201);
+    }
+    if (r.target.ends_with("/status")) {
+      return ok_json(R"({"kind":"Pod","metadata":{"name":"p"}})");
+    }
+    if (r.target.find("/events") != std::string::npos) {
+      return ok_json(r.body, 201);
+    }
+    if (r.target.find("/leases") != std::string::npos) {
+      if (r.method == "POST") {
+        return ok_json(status_body(409, "AlreadyExists", "leases.coordination.k8s.io \\\"l\\\" already exists"), 409);
+      }
+      if (r.method == "PUT") {
+        auto body = json::parse(r.body).as_object();
+        if (resource_version_of(body) != lease_rv) {
+          return ok_json(status_body(409, "Conflict", "the object has been modified"), 409);
+        }
+        body["metadata"].as_object()["resourceVersion"] = "6";
+        return ok_json(json::serialize(body));
+      }
+      return ok_json(R"({"kind":"Lease","metadata":{"name":"l","namespace":"kube-system","resourceVersion":"5"},"spec":{"holderIdentity":"a","leaseDurationSeconds":15,"renewTime":"2026-11-30T08:00:00.000000Z"}})");
+    }
+    return ok_json("{}", 404);
+  });
+  auto client = make_client(io, config_for(server));
+  run_test(io, [&]() -> awaitable<void> {
+    REQUIRE(co_await client->bind_pod("ns", "p", "node-1", "uid-1"));
+    auto conflict = co_await client->bind_pod("ns", "bound", "node-1");
+    REQUIRE_FALSE(conflict);
+    REQUIRE(conflict.error().is_conflict());
+
+    PodCondition c;
+    c.reason = "Unschedulable";
+    c.message = "no fit";
+    REQUIRE(co_await client->patch_pod_condition("ns", "p", c));
+
+    EventRecord e;
+    e.event_time = std::chrono::system_clock::time_point(std::chrono::seconds(1796025600));
+    e.reason = "Scheduled";
+    e.note = "bound to node-1";
+    e.regarding.namespace_ = "ns";
+    e.regarding.name = "p";
+    auto created = co_await client->create_event(e);
+    REQUIRE(created);
+    REQUIRE(string_at(*created, "/eventTime") == "2026-11-30T08:00:00.000000Z");
+
+    auto lease = co_await client->get_lease("kube-system", "l");
+    REQUIRE(lease);
+    REQUIRE(lease->holder_identity == "a");
+    REQUIRE(lease->resource_version == "5");
+    auto exists = co_await client->create_lease(*lease);
+    REQUIRE_FALSE(exists);
+    REQUIRE(exists.error().is_already_exists());
+    Lease mine = *lease;
+    mine.holder_identity = "b";
+    auto updated = co_await client->update_lease(mine);
+    REQUIRE(updated);
+    REQUIRE(updated->resource_version == "6");
+    REQUIRE(updated->holder_identity == "b");
+    lease_rv = "6";
+    auto stale = co_await client->update_lease(mine);  // still carries RV 5
+    REQUIRE_FALSE(stale);
+    REQUIRE(stale.error().is_conflict());
+    REQUIRE_FALSE(stale.error().is_already_exists());
+    mine.resource_version.clear();
+    auto no_rv = co_await client->update_lease(mine);
+    REQUIRE_FALSE(no_rv);
+    REQUIRE(no_rv.error().reason == kReasonConfig);
+  });
+  const auto& reqs = server.requests();
+  REQUIRE(reqs[0].method == "POST");
+  REQUIRE(reqs[0].target == "/api/v1/namespaces/ns/pods/p/binding");
+  REQUIRE(reqs[0].body ==
+          R"({"apiVersion":"v1","kind":"Binding","metadata":{"name":"p","namespace":"ns","uid":"uid-1"},"target":{"apiVersion":"v1","kind":"Node","name":"node-1"}})");
+  REQUIRE(reqs[2].method == "PATCH");
+  REQUIRE(reqs[2].target == "/api/v1/namespaces/ns/pods/p/status");
+  REQUIRE(reqs[2].headers.at("content-type") == "application/strategic-merge-patch+json");
+  REQUIRE(reqs[3].target == "/apis/events.k8s.io/v1/namespaces/ns/events");
+  REQUIRE(reqs[5].target == "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases");
+  REQUIRE(reqs[5].body.find("resourceVersion") == std::string::npos);  // never sent on create
+  REQUIRE(reqs[6].method == "PUT");
+  REQUIRE(reqs[6].target == "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/l");
+}
+
+TEST_CASE("patch types and fieldManager") {
+  asio::io_context io;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem,
+                    [](const Recorded&) { return ok_json(R"({"kind":"Pod"})"); });
+  auto client = make_client(io, config_for(server));
+  run_test(io, [&]() -> awaitable<void> {
+    REQUIRE(co_await client->patch("/api/v1/namespaces/ns/pods/p", PatchType::json, R"([{"op":"add","path":"/x","value":1}])"));
+    REQUIRE(co_await client->patch("/api/v1/namespaces/ns/pods/p", PatchType::merge, R"({"metadata":{"resourceVersion":"3"}})"));
+    REQUIRE(co_await client->patch("/api/v1/namespaces/ns/pods/p", PatchType::apply, "kind: Pod\n", "gpuslice"));
+  });
+  const auto& reqs = server.requests();
+  REQUIRE(reqs[0].headers.at("content-type") == "application/json-patch+json");
+  REQUIRE(reqs[1].headers.at("content-type") == "application/merge-patch+json");
+  REQUIRE(reqs[2].headers.at("content-type") == "application/apply-patch+yaml");
+  REQUIRE(reqs[2].target == "/api/v1/namespaces/ns/pods/p?fieldManager=gpuslice");
+}
+
+TEST_CASE("reflector: list, watch, resume from the last RV, relist on 410, stop") {
+  asio::io_context io;
+  int lists = 0;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [&](const Recorded& r) {
+    if (r.target.find("watch=1") == std::string::npos) {
+      ++lists;
+      if (lists == 1) {
+        return ok_json(R"({"kind":"PodList","metadata":{"resourceVersion":"10"},"items":[{"metadata":{"name":"a","resourceVersion":"9"}}]})");
+      }
+      return ok_json(R"({"kind":"PodList","metadata":{"resourceVersion":"20"},"items":[{"metadata":{"name":"a","resourceVersion":"9"}},{"metadata":{"name":"b","resourceVersion":"19"}}]})");
+    }
+    if (r.target.find("resourceVersion=10&") != std::string::npos) {
+      // Ends normally after an event and a bookmark: resume from 12.
+      return Reply{{chunked_stream(event_line("ADDED", "c", "11") + event_line("BOOKMARK", "", "12"), 9)}};
+    }
+    if (r.target.find("resourceVersion=12&") != std::string::npos) {
+      return Reply{{chunked_stream(
+          R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}})" "\n", 50)}};
+    }
+    Reply hold{{chunked_stream(event_line("MODIFIED", "b", "21"), 5, false)}};
+    hold.hold = true;
+    return hold;
+  });
+  auto client = make_client(io, config_for(server));
+  ReflectorOptions ro;
+  ro.resource = resources::pods();
+  ro.field_selector = "spec.schedulerName=gpuslice-scheduler";
+  ro.random = [] { return 0.0; };
+  ro.watch_timeout_seconds = 100;
+  std::vector<std::string> seen;
+  Reflector reflector(client, ro, [&](const ReflectorEvent& e) {
+    std::string s = reflector_event_type_name(e.type);
+    if (e.type == ReflectorEventType::relisted) {
+      s += ":" + std::to_string(e.items->size());
+    } else if (e.object != nullptr) {
+      s += ":" + name_of(*e.object);
+    }
+    seen.push_back(s + "@" + e.resource_version);
+  });
+  run_test(io, [&]() -> awaitable<void> {
+    bool done = false;
+    asio::co_spawn(io, reflector.run(), [&](std::exception_ptr) { done = true; });
+    for (int i = 0; i < 500 && seen.size() < 5; ++i) {
+      co_await sleep_for(10ms);
+    }
+    REQUIRE(reflector.has_synced());
+    reflector.stop();
+    for (int i = 0; i < 500 && !done; ++i) {
+      co_await sleep_for(10ms);
+    }
+    REQUIRE(done);
+  });
+  REQUIRE(seen == std::vector<std::string>{"RELISTED:1@10", "ADDED:c@11", "BOOKMARK:@12", "RELISTED:2@20",
+                                           "MODIFIED:b@21"});
+  REQUIRE(reflector.relists() == 2);
+  REQUIRE(reflector.watches() == 3);
+  REQUIRE(reflector.last_resource_version() == "21");
+  std::vector<std::string> targets;
+  for (const auto& r : server.requests()) {
+    targets.push_back(r.target);
+  }
+  const std::string fs = "fieldSelector=spec.schedulerName%3Dgpuslice-scheduler";
+  REQUIRE(targets == std::vector<std::string>{
+                         "/api/v1/pods?" + fs + "&limit=500",
+                         "/api/v1/pods?watch=1&" + fs + "&resourceVersion=10&allowWatchBookmarks=true&timeoutSeconds=100",
+                         "/api/v1/pods?watch=1&" + fs + "&resourceVersion=12&allowWatchBookmarks=true&timeoutSeconds=100",
+                         "/api/v1/pods?" + fs + "&limit=500",
+                         "/api/v1/pods?watch=1&" + fs + "&resourceVersion=20&allowWatchBookmarks=true&timeoutSeconds=100"});
+}
+
+TEST_CASE("reflector retries a failing list with backoff") {
+  asio::io_context io;
+  int calls = 0;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [&](const Recorded& r) {
+    if (r.target.find("watch=1") == std::string::npos) {
+      if (++calls < 3) {
+        return ok_json(status_body(503, "ServiceUnavailable", "starting"), 503);
+      }
+      return ok_json(R"({"kind":"NodeList","metadata":{"resourceVersion":"1"},"items":[]})");
+    }
+    Reply hold{{chunked_head()}};
+    hold.hold = true;
+    return hold;
+  });
+  auto client = make_client(io, config_for(server));
+  ReflectorOptions ro;
+  ro.resource = resources::nodes();
+  ro.backoff = {10ms, 50ms, 2.0, 0.0};
+  ro.random = [] { return 0.0; };
+  int relisted = 0;
+  Reflector reflector(client, ro, [&](const ReflectorEvent& e) { relisted += e.type == ReflectorEventType::relisted; });
+  run_test(io, [&]() -> awaitable<void> {
+    bool done = false;
+    asio::co_spawn(io, reflector.run(), [&](std::exception_ptr) { done = true; });
+    for (int i = 0; i < 500 && !reflector.has_synced(); ++i) {
+      co_await sleep_for(10ms);
+    }
+    REQUIRE(reflector.has_synced());
+    co_await sleep_for(20ms);  // the watch is now connected and idle
+    reflector.stop();
+    for (int i = 0; i < 500 && !done; ++i) {
+      co_await sleep_for(10ms);
+    }
+    REQUIRE(done);
+  });
+  REQUIRE(calls == 3);
+  REQUIRE(relisted == 1);
+}

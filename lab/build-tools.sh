@@ -12,6 +12,7 @@ K8S_STAGING=v0.34.3
 ETCD_VERSION=v3.5.21
 KWOK_VERSION=v0.8.0
 ANP_VERSION=v0.34.0
+CERT_MANAGER_VERSION=v1.16.5   # only its CRDs, to validate manifests/components/cert-manager server-side
 
 CACHE=${GPUSLICE_LAB_CACHE:-$HOME/.cache/gpuslice-lab}
 GO=${GO:-go}
@@ -87,11 +88,27 @@ build_anp() {
   done
 }
 
+# cert-manager's Certificate/Issuer CRDs, from its Go module (deploy/crds/ are Helm-templated only in comments
+# and label values: those lines are dropped). Used by tests/e2e/manifests_test.sh; never installed by `up`.
+build_cert_manager_crds() {
+  local out=$CACHE/cert-manager-$CERT_MANAGER_VERSION/crds dir f
+  [[ -s $out/crd-issuers.yaml ]] && return 0
+  log "fetching cert-manager $CERT_MANAGER_VERSION CRDs (Go module)"
+  dir=$("$GO" mod download -json "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION" |
+        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -d $dir/deploy/crds ]] || { log "cert-manager module has no deploy/crds"; return 1; }
+  mkdir -p "$out"
+  for f in crd-certificates.yaml crd-issuers.yaml crd-clusterissuers.yaml; do
+    grep -v '{{' "$dir/deploy/crds/$f" >"$out/$f"
+  done
+}
+
 t0=$SECONDS
 timed etcd build_etcd
 timed kubernetes build_k8s
 timed kwok build_kwok
 timed konnectivity build_anp
+timed cert-manager-crds build_cert_manager_crds || log "cert-manager CRDs unavailable: manifests_test skips cert-manager objects"
 log "all lab tools ready in $((SECONDS - t0)) s under $CACHE"
 # Last line: one bin directory with links to every tool, for PATH.
 mkdir -p "$CACHE/bin"

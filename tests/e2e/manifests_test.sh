@@ -30,8 +30,10 @@ command -v kubectl >/dev/null || { ko "kubectl" "not on PATH after lab.sh env"; 
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpuslice-manifests.XXXXXX")
 declare -A scratch_ns=()
+installed_cm_crds=false
 cleanup() {
   local t
+  if $installed_cm_crds; then use_tenant a; kubectl delete -f "$CM_CRDS" --wait=false >/dev/null 2>&1; fi
   for t in "${!scratch_ns[@]}"; do use_tenant "$t"; kubectl delete namespace "${scratch_ns[$t]}" --wait=false >/dev/null 2>&1; done
   rm -rf "$work"
 }
@@ -51,6 +53,20 @@ for c in $(find "$M/overlays" -type d -name certs); do
     printf 'subjectAltName=DNS:gpuslice-webhook.gpuslice-system.svc\nextendedKeyUsage=serverAuth\n' >ext
     openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 1 -extfile ext -out tls.crt 2>/dev/null )
 done
+
+# cert-manager's real CRDs (cached by lab/build-tools.sh from its Go module), so the cert-manager component's
+# Issuers and Certificates are validated against their OpenAPI schemas too. Installed into tenant a for the
+# run and removed afterwards (there is no cert-manager controller in the lab).
+CM_CRDS=$(ls -d "${GPUSLICE_LAB_CACHE:-$HOME/.cache/gpuslice-lab}"/cert-manager-*/crds 2>/dev/null | tail -1)
+installed_cm_crds=false
+if [[ -n $CM_CRDS ]] && ! kubectl get crd certificates.cert-manager.io >/dev/null 2>&1; then
+  if kubectl apply -f "$CM_CRDS" >/dev/null &&
+     kubectl wait --for=condition=Established --timeout=30s -f "$CM_CRDS" >/dev/null; then
+    installed_cm_crds=true
+  else
+    ko "cert-manager CRDs installed for validation" "from $CM_CRDS"
+  fi
+fi
 
 # Which tenant validates an overlay: lab/tenant-X against tenant X when it runs, everything else against a.
 tenant_for() {

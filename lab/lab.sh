@@ -455,6 +455,8 @@ cmd_up() {
   for b in etcd kube-apiserver kube-controller-manager kubectl kwok proxy-server proxy-agent; do
     [[ -x $BIN/$b ]] || die "missing $BIN/$b after build-tools.sh"
   done
+  # Fresh logs per run; the previous run's stay in logs.prev (useful after a crash).
+  if [[ -d $STATE/logs ]]; then rm -rf "$STATE/logs.prev"; mv "$STATE/logs" "$STATE/logs.prev"; fi
   mkdir -p "$STATE"/{logs,pids} "$RUN"
   ((${#RUN} + 20 < 108)) || die "state path too long for Unix sockets: $RUN (set GPUSLICE_LAB_STATE to a shorter path)"
   for t in "${list[@]}"; do norm_tenant "$t"; done >"$STATE/tenants"

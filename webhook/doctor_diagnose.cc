@@ -1,0 +1,821 @@
+// The decisions of `gpuslice doctor`: observations in, PASS/FAIL/SKIP with evidence, cause and fix out.
+#include "webhook/doctor_diagnose.h"
+
+#include "common/base64.h"
+#include "common/gpu_request.h"
+#include "scheduler/inventory.h"
+#include "scheduler/quantity.h"
+#include "webhook/doctor_tls.h"
+
+#include <boost/json/array.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/string.hpp>
+#include <boost/json/value.hpp>
+
+#include <algorithm>
+#include <cctype>
+
+namespace gpuslice::doctor {
+namespace json = boost::json;
+
+namespace {
+
+bool contains(std::string_view haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string_view::npos;
+}
+
+bool icontains(std::string_view haystack, std::string_view needle) {
+  auto it = std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(), [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+  });
+  return it != haystack.end();
+}
+
+const json::object* object_at(const json::object& o, std::string_view key) {
+  auto it = o.find(key);
+  return it != o.end() && it->value().is_object() ? &it->value().get_object() : nullptr;
+}
+
+const json::array* array_at(const json::object& o, std::string_view key) {
+  auto it = o.find(key);
+  return it != o.end() && it->value().is_array() ? &it->value().get_array() : nullptr;
+}
+
+std::string string_at(const json::object& o, std::string_view key) {
+  auto it = o.find(key);
+  return it != o.end() && it->value().is_string() ? std::string(it->value().get_string()) : std::string();
+}
+
+std::optional<int64_t> int_at(const json::object& o, std::string_view key) {
+  auto it = o.find(key);
+  if (it == o.end()) {
+    return std::nullopt;
+  }
+  if (it->value().is_int64()) {
+    return it->value().get_int64();
+  }
+  if (it->value().is_uint64()) {
+    return static_cast<int64_t>(it->value().get_uint64());
+  }
+  return std::nullopt;
+}
+
+std::string api_text(const ApiFailure& f) {
+  std::string s;
+  if (f.code != 0) {
+    s = std::to_string(f.code) + " ";
+  }
+  s += f.reason.empty() ? "Error" : f.reason;
+  if (!f.message.empty()) {
+    s += ": " + f.message;
+  }
+  return s;
+}
+
+CheckResult make_fail(std::string name, std::vector<std::string> evidence, Diagnosis d) {
+  return CheckResult{std::move(name), Verdict::fail, std::move(evidence), std::move(d.cause), std::move(d.fix)};
+}
+
+std::string annotation(const json::object& obj, std::string_view key) {
+  if (const auto* md = object_at(obj, "metadata")) {
+    if (const auto* ann = object_at(*md, "annotations")) {
+      return string_at(*ann, key);
+    }
+  }
+  return {};
+}
+
+std::vector<std::string> annotation_keys_with_prefix(const json::object& obj, std::string_view prefix) {
+  std::vector<std::string> out;
+  if (const auto* md = object_at(obj, "metadata")) {
+    if (const auto* ann = object_at(*md, "annotations")) {
+      for (const auto& kv : *ann) {
+        if (kv.key().starts_with(prefix)) {
+          out.emplace_back(kv.key());
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::string scheduler_name_of(const json::object& pod) {
+  if (const auto* spec = object_at(pod, "spec")) {
+    return string_at(*spec, "schedulerName");
+  }
+  return {};
+}
+
+std::string join(const std::vector<std::string>& v, std::string_view sep) {
+  std::string out;
+  for (const auto& s : v) {
+    if (!out.empty()) {
+      out += sep;
+    }
+    out += s;
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::pass:
+      return "PASS";
+    case Verdict::fail:
+      return "FAIL";
+    case Verdict::skip:
+      return "SKIP";
+  }
+  return "FAIL";
+}
+
+// ---- error mapping --------------------------------------------------------------------------------------------
+
+Diagnosis diagnose_admission_error(const ApiFailure& f, const Names& names) {
+  const std::string& m = f.message;
+  if (f.code == 0) {
+    // No answer from the API server at all: the message is about our own connection, not the webhook's.
+    return diagnose_api_error(f, "the dry-run create");
+  }
+  // The guard's denial first: its message quotes the webhook's failure only indirectly.
+  if (contains(m, names.guard_policy) || contains(m, "ValidatingAdmissionPolicy")) {
+    return {"the webhook was not reached (Konnectivity tunnel, agent or gpuslice down; failurePolicy Ignore let "
+            "the pod through unmutated) and the scheduler guard " + names.guard_policy +
+                " refused it: GPU pods are being held back, non-GPU pods are unaffected",
+            "see the tunnel check; on the worker check the konnectivity-agent and gpuslice (webhook) are running; "
+            "GPU pods are admitted again as soon as the webhook answers, nothing needs restarting"};
+  }
+  if (contains(m, "No agent available")) {
+    return {"Konnectivity agent not connected: the tenant's API server has no tunnel to the worker network, so it "
+            "cannot dial the webhook Service",
+            "start or restart konnectivity-agent on the worker (kube-system/konnectivity-agent), check its logs and "
+            "the proxy-server's (\"Failed to get a backend\"); with several control-plane replicas run the agent with "
+            "--sync-forever=true"};
+  }
+  if (icontains(m, "x509") || icontains(m, "tls: ") || icontains(m, "certificate")) {
+    if (icontains(m, "certificate is valid for") || icontains(m, "not valid for any names") ||
+        icontains(m, "doesn't contain any IP SANs") || icontains(m, "cannot validate certificate for")) {
+      return {"SAN mismatch: the webhook's serving certificate lacks the name the API server dials (<svc>.<ns>.svc)",
+              "reissue the serving certificate with the SAN <svc>.<ns>.svc (gpuslice certs --service <svc> "
+              "--namespace <ns>) and reload gpuslice (it watches its certificate files)"};
+    }
+    if (icontains(m, "expired") || icontains(m, "not yet valid")) {
+      return {"the webhook's serving certificate has expired or is not yet valid",
+              "rotate the serving certificate (gpuslice certs, or let cert-manager renew it) and check the clocks"};
+    }
+    return {"caBundle mismatch: the webhook's serving certificate is not signed by the CA in the "
+            "MutatingWebhookConfiguration's caBundle (x509: unknown authority)",
+            "put the CA that signed the serving certificate into clientConfig.caBundle (kubectl apply -k the overlay "
+            "with the certs-gpuslice component, or cert-manager's CA injection), or reissue the certificate"};
+  }
+  if (icontains(m, "connection refused")) {
+    return {"the webhook is not listening where the Service points (gpuslice not running on the worker, or the "
+            "Service's port/targetPort is wrong)",
+            "start gpuslice serve on the worker and check the Service and clientConfig.service.port match the "
+            "webhook's listen port"};
+  }
+  if (icontains(m, "context deadline exceeded") || icontains(m, "Client.Timeout") || icontains(m, "i/o timeout") ||
+      f.reason == "Timeout" || f.code == 504) {
+    return {"the webhook did not answer within timeoutSeconds: gpuslice hung or overloaded, the Service points to "
+            "an address nothing answers on, or the tunnel dial is stuck (kubernetes#140512)",
+            "check gpuslice's logs and /readyz on the worker, the Service, and the konnectivity-agent's logs"};
+  }
+  if (icontains(m, "connection reset") || icontains(m, "broken pipe") || icontains(m, "EOF")) {
+    return {"the tunnel dropped the connection to the webhook (agent restarted, or the webhook closed it)",
+            "retry; if it persists check the konnectivity-agent and gpuslice logs and run >= 2 webhook replicas"};
+  }
+  if (icontains(m, "no such host") || (contains(m, "service") && contains(m, "not found"))) {
+    return {"the webhook's Service does not exist or does not resolve",
+            "apply the manifests (Service gpuslice-webhook in gpuslice-system) and check clientConfig.service"};
+  }
+  if (icontains(m, "denied the request")) {
+    return {"the webhook itself denied the probe pod (gpuslice's policy refused it)",
+            "read the message; if the probe is wrong for this cluster, report it"};
+  }
+  if (f.code == 403) {
+    return {"the doctor's credentials may not create pods in namespace " + names.probe_namespace +
+                " (a dry run needs the same RBAC as a create)",
+            "run gpuslice doctor with an admin kubeconfig, or grant create on pods in " + names.probe_namespace};
+  }
+  if (f.code == 404) {
+    return {"namespace " + names.probe_namespace + " does not exist",
+            "pass --probe-namespace with an existing namespace that the webhook does not ignore"};
+  }
+  return {"unrecognised admission failure (" + api_text(f) + ")",
+          "read the message above and the API server's log for \"failed calling webhook\""};
+}
+
+Diagnosis diagnose_api_error(const ApiFailure& f, std::string_view what) {
+  std::string w(what);
+  if (f.code == 401) {
+    return {"the API server rejected the credentials", "check the kubeconfig's user (expired token or certificate)"};
+  }
+  if (f.code == 403) {
+    return {"the doctor's credentials may not read " + w, "run gpuslice doctor with an admin kubeconfig"};
+  }
+  if (f.code == 404) {
+    return {w + " does not exist", "apply gpuslice's manifests (kubectl apply -k manifests/overlays/<tenant>)"};
+  }
+  if (f.code == 0 && f.reason == "Timeout") {
+    return {"the API server did not answer in time", "check the API server (its /readyz) and the network path to it"};
+  }
+  if (f.code == 0) {
+    return {"the API server is not reachable (" + f.reason + ")",
+            "check --kubeconfig, the server address and that the API server is running"};
+  }
+  return {"the API server answered " + api_text(f), "read the message and the API server's log"};
+}
+
+CheckResult failed_read(std::string check, std::string_view what, const ApiFailure& failure) {
+  return make_fail(std::move(check), {std::string(what) + ": " + api_text(failure)}, diagnose_api_error(failure, what));
+}
+
+// ---- webhook configuration ------------------------------------------------------------------------------------
+
+std::string WebhookRef::server_name() const {
+  if (!service_name.empty()) {
+    return service_name + "." + service_namespace + ".svc";
+  }
+  // https://host[:port]/path -> host
+  std::string_view u = url;
+  if (auto p = u.find("://"); p != std::string_view::npos) {
+    u.remove_prefix(p + 3);
+  }
+  u = u.substr(0, u.find('/'));
+  if (!u.empty() && u.front() == '[') {
+    return std::string(u.substr(1, u.find(']') - 1));
+  }
+  return std::string(u.substr(0, u.rfind(':')));
+}
+
+Result<WebhookRef> parse_webhook_config(const json::object& mwc, const Names& names) {
+  const auto* hooks = array_at(mwc, "webhooks");
+  if (hooks == nullptr || hooks->empty()) {
+    return make_error("MutatingWebhookConfiguration " + names.webhook_configuration + ": webhooks: empty");
+  }
+  const json::object* hook = nullptr;
+  std::vector<std::string> seen;
+  for (const auto& h : *hooks) {
+    if (!h.is_object()) {
+      continue;
+    }
+    std::string n = string_at(h.get_object(), "name");
+    seen.push_back(n);
+    if (names.webhook.empty() || n == names.webhook) {
+      hook = &h.get_object();
+      break;
+    }
+  }
+  if (hook == nullptr) {
+    return make_error("MutatingWebhookConfiguration " + names.webhook_configuration + ": no webhooks[] entry named \"" +
+                      names.webhook + "\" (entries: " + join(seen, ", ") + ")");
+  }
+  WebhookRef ref;
+  ref.entry = string_at(*hook, "name");
+  ref.failure_policy = string_at(*hook, "failurePolicy");
+  if (ref.failure_policy.empty()) {
+    ref.failure_policy = "Fail";
+  }
+  ref.timeout_seconds = static_cast<int>(int_at(*hook, "timeoutSeconds").value_or(10));
+  const auto* cc = object_at(*hook, "clientConfig");
+  if (cc == nullptr) {
+    return make_error("webhooks[" + ref.entry + "].clientConfig: missing");
+  }
+  ref.url = string_at(*cc, "url");
+  if (const auto* svc = object_at(*cc, "service")) {
+    ref.service_namespace = string_at(*svc, "namespace");
+    ref.service_name = string_at(*svc, "name");
+    ref.path = string_at(*svc, "path");
+    ref.port = static_cast<int>(int_at(*svc, "port").value_or(443));
+  }
+  if (ref.url.empty() && ref.service_name.empty()) {
+    return make_error("webhooks[" + ref.entry + "].clientConfig: neither service nor url is set");
+  }
+  std::string b64 = string_at(*cc, "caBundle");
+  if (!b64.empty()) {
+    auto pem = base64_decode(b64);
+    if (pem) {
+      ref.ca_bundle_pem = std::move(*pem);
+    } else {
+      ref.ca_bundle_valid_base64 = false;
+    }
+  }
+  return ref;
+}
+
+CheckResult check_webhook_config(const std::optional<json::object>& mwc, const std::optional<json::object>& service,
+                                 const Names& names, std::optional<WebhookRef>& out) {
+  const std::string check = "webhook-config";
+  out.reset();
+  if (!mwc) {
+    return make_fail(check, {"MutatingWebhookConfiguration " + names.webhook_configuration + ": not found"},
+                     {"gpuslice's webhook is not registered: no pod is mutated and GPU pods are refused by the guard "
+                      "(or, without the guard, go to the default scheduler)",
+                      "apply the manifests: kubectl apply -k manifests/overlays/<tenant>"});
+  }
+  auto ref = parse_webhook_config(*mwc, names);
+  if (!ref) {
+    return make_fail(check, {ref.message()},
+                     {"the MutatingWebhookConfiguration is incomplete or names another webhook",
+                      "re-apply manifests/base/webhook.yaml, or pass --webhook with the entry's name"});
+  }
+  const auto& r = *ref;
+  std::vector<std::string> ev;
+  std::string target = r.service_name.empty()
+                           ? "url " + r.url
+                           : "service " + r.service_namespace + "/" + r.service_name + ":" + std::to_string(r.port) +
+                                 (r.path.empty() ? "" : r.path);
+  ev.push_back("MutatingWebhookConfiguration " + names.webhook_configuration + ", webhook " + r.entry + " -> " +
+               target + " (failurePolicy " + r.failure_policy + ", timeoutSeconds " +
+               std::to_string(r.timeout_seconds) + ")");
+  if (!r.ca_bundle_valid_base64) {
+    return make_fail(check, ev,
+                     {"clientConfig.caBundle is not valid base64",
+                      "set caBundle to base64 -w0 of the CA certificate PEM (the certs-gpuslice component does it)"});
+  }
+  if (r.ca_bundle_pem.empty()) {
+    ev.push_back("clientConfig.caBundle: empty");
+    return make_fail(check, ev,
+                     {"caBundle missing: the API server verifies the webhook against the system roots and fails with "
+                      "x509: certificate signed by unknown authority",
+                      "apply the overlay with the certs-gpuslice component (or cert-manager's CA injection)"});
+  }
+  if (r.service_name.empty()) {
+    ev.push_back("registered by url: under Kamaji the API server dials url webhooks directly, not through the tunnel");
+    return make_fail(check, ev,
+                     {"url-mode registration bypasses the Konnectivity tunnel, so a webhook on the worker is "
+                      "unreachable from a hosted control plane",
+                      "register the webhook by clientConfig.service (manifests/base/webhook.yaml)"});
+  }
+  if (!service) {
+    ev.push_back("Service " + r.service_namespace + "/" + r.service_name + ": not found");
+    return make_fail(check, ev,
+                     {"the webhook's Service does not exist, so the API server cannot resolve the webhook",
+                      "apply the manifests (manifests/base/service.yaml)"});
+  }
+  const auto* spec = object_at(*service, "spec");
+  std::string type = spec ? string_at(*spec, "type") : std::string();
+  std::string detail = type.empty() ? "ClusterIP" : type;
+  if (type == "ExternalName") {
+    detail += " " + string_at(*spec, "externalName");
+  } else if (spec) {
+    std::string ip = string_at(*spec, "clusterIP");
+    if (!ip.empty()) {
+      detail += " " + ip;
+    }
+  }
+  bool port_found = false;
+  std::vector<std::string> ports;
+  if (spec) {
+    if (const auto* ps = array_at(*spec, "ports")) {
+      for (const auto& p : *ps) {
+        if (p.is_object()) {
+          auto port = int_at(p.get_object(), "port");
+          if (port) {
+            ports.push_back(std::to_string(*port));
+            port_found = port_found || *port == r.port;
+          }
+        }
+      }
+    }
+  }
+  ev.push_back("Service " + r.service_namespace + "/" + r.service_name + ": " + detail + ", ports " +
+               (ports.empty() ? std::string("none") : join(ports, ",")));
+  if (!port_found) {
+    return make_fail(check, ev,
+                     {"the Service has no port " + std::to_string(r.port) +
+                          " (clientConfig.service.port): the API server cannot resolve the webhook",
+                      "make clientConfig.service.port match a port of the Service"});
+  }
+  out = r;
+  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+}
+
+Result<std::string> tls_crt_from_secret(const json::object& secret) {
+  const auto* data = object_at(secret, "data");
+  std::string b64 = data ? string_at(*data, "tls.crt") : std::string();
+  if (b64.empty()) {
+    return make_error("data[tls.crt]: missing");
+  }
+  auto pem = base64_decode(b64);
+  if (!pem) {
+    return make_error("data[tls.crt]: not valid base64");
+  }
+  return std::move(*pem);
+}
+
+CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::string>& serving_cert_pem,
+                               std::string_view source, int64_t now_unix) {
+  const std::string check = "serving-cert";
+  std::vector<std::string> ev;
+  auto cas = parse_pem_certificates(ref.ca_bundle_pem);
+  if (!cas) {
+    return make_fail(check, {"caBundle: " + cas.message()},
+                     {"caBundle does not hold a PEM CA certificate, so the API server cannot verify the webhook",
+                      "set caBundle to base64 -w0 of the CA certificate PEM"});
+  }
+  const auto& ca = cas->front();
+  ev.push_back("caBundle: " + std::to_string(cas->size()) + " certificate(s), first " + ca.subject + (ca.is_ca ? " (CA)" : "") +
+               ", valid until " + format_unix_time(ca.not_after_unix));
+  if (!ca.is_ca) {
+    return make_fail(check, ev,
+                     {"the caBundle's certificate is not a CA (basicConstraints CA:FALSE): it cannot sign the serving "
+                      "certificate, so verification fails with x509: certificate signed by unknown authority",
+                      "put the signing CA (ca.crt), not the serving certificate, into caBundle"});
+  }
+  if (ca.not_after_unix < now_unix) {
+    return make_fail(check, ev, {"the caBundle's CA has expired", "rotate the CA and the serving certificate"});
+  }
+  if (!serving_cert_pem) {
+    ev.push_back("serving certificate: not readable (" + std::string(source) +
+                 "): chain and SAN not verified; pass --serving-cert FILE to check them");
+    return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+  }
+  auto leaf = parse_pem_certificates(*serving_cert_pem);
+  if (!leaf) {
+    ev.push_back("serving certificate (" + std::string(source) + "): " + leaf.message());
+    return make_fail(check, ev,
+                     {"the serving certificate does not parse", "reissue it (gpuslice certs) and reload gpuslice"});
+  }
+  const auto& l = leaf->front();
+  std::vector<std::string> sans = l.dns_sans;
+  for (const auto& ip : l.ip_sans) {
+    sans.push_back("IP:" + ip);
+  }
+  ev.push_back("serving certificate (" + std::string(source) + "): " + l.subject + ", issuer " + l.issuer +
+               ", valid until " + format_unix_time(l.not_after_unix) + ", SANs " +
+               (sans.empty() ? std::string("none") : join(sans, ",")));
+  std::string server_name = ref.server_name();
+  auto chain = verify_chain(ref.ca_bundle_pem, *serving_cert_pem, now_unix);
+  if (!chain) {
+    ev.push_back("chain to caBundle: " + chain.message());
+    if (contains(chain.message(), "expired") || contains(chain.message(), "not yet valid")) {
+      return make_fail(check, ev,
+                       {"the serving certificate has expired or is not yet valid",
+                        "rotate it (gpuslice certs, or cert-manager) and reload gpuslice"});
+    }
+    return make_fail(check, ev,
+                     {"caBundle mismatch: the serving certificate was not signed by the CA in caBundle, so the API "
+                      "server fails with x509: certificate signed by unknown authority",
+                      "put the CA that signed the serving certificate into caBundle (re-apply the overlay with the "
+                      "certs-gpuslice component, or fix cert-manager's CA injection), or reissue the certificate"});
+  }
+  ev.push_back("chain to caBundle: ok");
+  bool ip_name = !server_name.empty() && (std::isdigit(static_cast<unsigned char>(server_name.front())) ||
+                                          server_name.find(':') != std::string::npos);
+  bool covered = ip_name ? std::find(l.ip_sans.begin(), l.ip_sans.end(), server_name) != l.ip_sans.end()
+                         : san_covers(l, server_name);
+  if (!covered) {
+    ev.push_back("SAN " + server_name + ": missing");
+    return make_fail(check, ev,
+                     {"SAN mismatch: the API server dials " + server_name +
+                          " and the serving certificate does not name it (the Common Name is ignored), so it fails "
+                          "with x509: certificate is valid for ..., not " + server_name,
+                      "reissue the certificate with the SAN " + server_name +
+                          " (gpuslice certs --service <svc> --namespace <ns>) and reload gpuslice"});
+  }
+  ev.push_back("SAN " + server_name + ": present");
+  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+}
+
+// ---- tunnel ---------------------------------------------------------------------------------------------------
+
+CheckResult check_tunnel(std::string_view node, const std::optional<ApiFailure>& failure) {
+  const std::string check = "tunnel";
+  if (node.empty()) {
+    return CheckResult{check, Verdict::skip, {"no node to probe: the tunnel is judged by the dry runs only"}, {}, {}};
+  }
+  std::string probe = "GET /api/v1/nodes/" + std::string(node) + "/proxy/healthz (dialed through the API server's "
+                      "cluster egress, like a service-referenced webhook)";
+  if (!failure) {
+    return CheckResult{check, Verdict::pass, {probe + ": answered"}, {}, {}};
+  }
+  const auto& f = *failure;
+  std::vector<std::string> ev{probe + ": " + api_text(f)};
+  if (contains(f.message, "No agent available")) {
+    return make_fail(check, ev, diagnose_admission_error(f, Names{}));
+  }
+  if (f.code == 0 || f.code == 401 || f.code == 403) {
+    // Our own request failed before reaching the egress: nothing learned about the tunnel.
+    ev.push_back("the probe did not reach the API server's egress: tunnel state unknown");
+    return CheckResult{check, Verdict::skip, std::move(ev), {}, {}};
+  }
+  if (contains(f.message, "dial tcp") || contains(f.message, "connect:") || contains(f.message, "error trying to reach")) {
+    // The dial was attempted from the far side of the egress: an agent took it (the node's kubelet port itself is
+    // not expected to answer on simulated nodes).
+    ev.push_back("the dial was made from the worker side: an agent is connected");
+    return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+  }
+  if (icontains(f.message, "timeout") || icontains(f.message, "deadline")) {
+    return make_fail(check, ev,
+                     {"the dial through the tunnel hung: agent overloaded or half-connected (kubernetes#140512)",
+                      "check the konnectivity-agent and proxy-server logs; restart the agent"});
+  }
+  ev.push_back("unrecognised answer: tunnel state unknown");
+  return CheckResult{check, Verdict::skip, std::move(ev), {}, {}};
+}
+
+// ---- dry runs -------------------------------------------------------------------------------------------------
+
+json::object make_probe_pod(bool gpu, std::string_view ns) {
+  json::object limits;
+  json::object requests;
+  if (gpu) {
+    limits["nvidia.com/gpu"] = "1";
+    limits["nvidia.com/gpumem"] = "1024";
+    limits["nvidia.com/gpucores"] = "10";
+  } else {
+    requests["cpu"] = "10m";
+    requests["memory"] = "16Mi";
+  }
+  json::object resources;
+  if (!limits.empty()) {
+    resources["limits"] = std::move(limits);
+  }
+  if (!requests.empty()) {
+    resources["requests"] = std::move(requests);
+  }
+  json::object container{{"name", "probe"}, {"image", "registry.k8s.io/pause:3.10"}, {"resources", std::move(resources)}};
+  json::object labels{{"app.kubernetes.io/name", "gpuslice-doctor"}};
+  json::object metadata{{"name", gpu ? "gpuslice-doctor-gpu-probe" : "gpuslice-doctor-plain-probe"},
+                        {"namespace", ns},
+                        {"labels", std::move(labels)}};
+  json::object spec{{"containers", json::array{std::move(container)}}};
+  return json::object{{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", std::move(metadata)}, {"spec", std::move(spec)}};
+}
+
+CheckResult check_gpu_dry_run(const DryRun& result, const Names& names) {
+  const std::string check = "gpu-pod-dry-run";
+  std::string what = "dry-run create of a GPU pod (nvidia.com/gpu 1, gpumem 1024, gpucores 10) in " +
+                     names.probe_namespace;
+  if (!result.pod) {
+    std::vector<std::string> ev{what + ": " + api_text(result.failure)};
+    return make_fail(check, std::move(ev), diagnose_admission_error(result.failure, names));
+  }
+  std::string sched = scheduler_name_of(*result.pod);
+  std::string req = annotation(*result.pod, kGpuRequestAnnotation);
+  std::vector<std::string> ev{what + ": admitted",
+                              "spec.schedulerName: " + (sched.empty() ? std::string("(unset)") : sched),
+                              std::string(kGpuRequestAnnotation) + ": " + (req.empty() ? std::string("(absent)") : req)};
+  if (sched == names.scheduler_name && !req.empty()) {
+    ev.push_back("mutated by gpuslice: API server -> tunnel -> webhook works");
+    return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+  }
+  if (sched == names.scheduler_name || !req.empty()) {
+    return make_fail(check, std::move(ev),
+                     {"the pod was only partly mutated: another webhook or a different gpuslice version changed it",
+                      "check the MutatingWebhookConfigurations on pods and the gpuslice version"});
+  }
+  return make_fail(check, std::move(ev),
+                   {"the GPU pod was admitted unmutated: the webhook was not called (matchConditions/selectors) or "
+                    "failed open (failurePolicy Ignore), and no scheduler guard refused it, so GPU pods go to the "
+                    "default scheduler",
+                    "see the tunnel check and the API server log (\"failed calling webhook\"); apply the guard "
+                    "(manifests/base/guard.yaml) so such pods are refused instead"});
+}
+
+CheckResult check_plain_dry_run(const DryRun& result, const Names& names) {
+  const std::string check = "plain-pod-dry-run";
+  std::string what = "dry-run create of a plain pod (cpu only) in " + names.probe_namespace;
+  if (!result.pod) {
+    std::vector<std::string> ev{what + ": " + api_text(result.failure)};
+    Diagnosis d = diagnose_admission_error(result.failure, names);
+    if (contains(result.failure.message, names.guard_policy)) {
+      d = {"the scheduler guard refused a pod that asks for no GPU: the guard's asksForGPU expression is wrong",
+           "re-apply manifests/base/guard.yaml"};
+    } else {
+      d.cause = "a non-GPU pod was refused: " + d.cause + " (non-GPU pods should never be sent to the webhook: check "
+                "its matchConditions)";
+    }
+    return make_fail(check, std::move(ev), std::move(d));
+  }
+  std::string sched = scheduler_name_of(*result.pod);
+  auto ours = annotation_keys_with_prefix(*result.pod, "gpuslice.io/");
+  auto hami = annotation_keys_with_prefix(*result.pod, "hami.io/");
+  ours.insert(ours.end(), hami.begin(), hami.end());
+  std::vector<std::string> ev{what + ": admitted", "spec.schedulerName: " + (sched.empty() ? std::string("(unset)") : sched),
+                              "gpuslice.io/ and hami.io/ annotations: " + (ours.empty() ? std::string("none") : join(ours, ","))};
+  if (sched == names.scheduler_name || !ours.empty()) {
+    return make_fail(check, std::move(ev),
+                     {"the webhook mutated a pod that asks for no GPU (matchConditions missing or a policy bug)",
+                      "re-apply manifests/base/webhook.yaml (matchConditions asks-for-gpu) and report the pod"});
+  }
+  ev.push_back("untouched");
+  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+}
+
+// ---- guard, lease, inventory ----------------------------------------------------------------------------------
+
+CheckResult check_guard(const std::optional<json::object>& policy, const std::vector<json::object>& bindings,
+                        const Names& names) {
+  const std::string check = "scheduler-guard";
+  if (!policy) {
+    return make_fail(check, {"ValidatingAdmissionPolicy " + names.guard_policy + ": not found"},
+                     {"without the guard, a GPU pod the webhook did not see (tunnel down, failurePolicy Ignore) "
+                      "goes to the default scheduler and is placed without slicing",
+                      "apply manifests/base/guard.yaml"});
+  }
+  std::vector<std::string> ev{"ValidatingAdmissionPolicy " + names.guard_policy + ": present"};
+  std::vector<std::string> deny_bindings;
+  for (const auto& b : bindings) {
+    const auto* spec = object_at(b, "spec");
+    if (spec == nullptr || string_at(*spec, "policyName") != names.guard_policy) {
+      continue;
+    }
+    bool deny = false;
+    if (const auto* actions = array_at(*spec, "validationActions")) {
+      for (const auto& a : *actions) {
+        deny = deny || (a.is_string() && a.get_string() == "Deny");
+      }
+    }
+    if (deny) {
+      const auto* md = object_at(b, "metadata");
+      deny_bindings.push_back(md ? string_at(*md, "name") : std::string("?"));
+    }
+  }
+  if (deny_bindings.empty()) {
+    ev.push_back("ValidatingAdmissionPolicyBinding with validationActions [Deny] for it: none");
+    return make_fail(check, std::move(ev),
+                     {"the guard policy is not bound with the Deny action, so it refuses nothing",
+                      "apply manifests/base/guard.yaml (its ValidatingAdmissionPolicyBinding)"});
+  }
+  ev.push_back("bound with Deny by: " + join(deny_bindings, ","));
+  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+}
+
+CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Names& names,
+                        std::chrono::system_clock::time_point now) {
+  const std::string check = "scheduler-lease";
+  std::string id = "Lease " + names.lease_namespace + "/" + names.lease_name;
+  if (names.lease_name.empty()) {
+    return CheckResult{check, Verdict::skip, {"--lease is empty: leader election not checked"}, {}, {}};
+  }
+  if (!lease) {
+    return make_fail(check, {id + ": not found"},
+                     {"no gpuslice scheduler has ever taken the lease: gpuslice serve (scheduler enabled) is not "
+                      "running, cannot reach the API server, or uses another lease name/namespace",
+                      "start gpuslice serve; check its logs; pass --lease/--namespace if the configuration's "
+                      "scheduler.leaderElection names another Lease (or --lease= when leader election is off)"});
+  }
+  const auto& l = *lease;
+  std::vector<std::string> ev;
+  std::string renew = l.renew_time ? format_unix_time(std::chrono::system_clock::to_time_t(*l.renew_time)) : std::string("(none)");
+  ev.push_back(id + ": holder " + (l.holder.empty() ? std::string("(none)") : l.holder) + ", renewTime " + renew +
+               ", leaseDurationSeconds " + std::to_string(l.duration_seconds) + ", transitions " +
+               std::to_string(l.transitions));
+  if (l.holder.empty()) {
+    return make_fail(check, std::move(ev),
+                     {"the lease was released and nobody holds it: no gpuslice scheduler replica is running (a "
+                      "replica that stops gives the lease up)",
+                      "start gpuslice serve (scheduler enabled); pods with schedulerName gpuslice-scheduler stay "
+                      "Pending meanwhile"});
+  }
+  if (!l.renew_time) {
+    return make_fail(check, std::move(ev),
+                     {"the lease has no renewTime: it was written by something other than a leader elector",
+                      "delete the Lease; gpuslice recreates it"});
+  }
+  auto age = std::chrono::duration_cast<std::chrono::seconds>(now - *l.renew_time);
+  ev.push_back("renewed " + std::to_string(age.count()) + " s ago");
+  // 2 s of slack for the clock skew between this machine and the leader's.
+  if (age > std::chrono::seconds(l.duration_seconds) + std::chrono::seconds(2)) {
+    return make_fail(check, std::move(ev),
+                     {"the holder " + l.holder + " stopped renewing " + std::to_string(age.count()) +
+                          " s ago (lease duration " + std::to_string(l.duration_seconds) +
+                          " s): the leader crashed, hangs or lost the API server, and no other replica took over",
+                      "check gpuslice's logs on the holder; start a replica (another takes over after the lease "
+                      "duration)"});
+  }
+  ev.push_back("held and fresh");
+  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+}
+
+CheckResult check_inventory(const std::vector<json::object>& nodes, std::size_t max_listed) {
+  const std::string check = "gpu-inventory";
+  std::vector<std::string> listed;
+  std::vector<std::string> bad;
+  std::vector<std::string> zero_alloc;
+  std::size_t usable = 0;
+  int64_t cards = 0;
+  for (const auto& node : nodes) {
+    const auto* md = object_at(node, "metadata");
+    std::string name = md ? string_at(*md, "name") : std::string();
+    std::string reg = annotation(node, scheduler::kNodeRegisterAnnotation);
+    if (reg.empty()) {
+      continue;
+    }
+    auto devices = scheduler::decode_node_devices(name, reg);
+    if (!devices) {
+      bad.push_back(devices.message());
+      continue;
+    }
+    std::string alloc_text;
+    if (const auto* st = object_at(node, "status")) {
+      if (const auto* alloc = object_at(*st, "allocatable")) {
+        alloc_text = string_at(*alloc, "nvidia.com/gpu");
+      }
+    }
+    int64_t alloc = 0;
+    if (!alloc_text.empty()) {
+      auto q = scheduler::parse_quantity_milli(alloc_text);
+      alloc = q ? *q / 1000 : 0;
+    }
+    if (alloc <= 0) {
+      zero_alloc.push_back(name);
+      continue;
+    }
+    ++usable;
+    cards += static_cast<int64_t>(devices->size());
+    if (listed.size() < max_listed) {
+      std::string line = name + ": " + std::to_string(devices->size()) + " card(s), allocatable nvidia.com/gpu " +
+                         alloc_text + ":";
+      for (const auto& d : *devices) {
+        line += " [" + d.id + " " + d.type + " " + std::to_string(d.devmem) + " MiB " + std::to_string(d.devcore) +
+                " cores x" + std::to_string(d.count) + (d.health ? "" : " UNHEALTHY") + "]";
+      }
+      listed.push_back(std::move(line));
+    }
+  }
+  std::vector<std::string> ev{std::to_string(nodes.size()) + " node(s); " + std::to_string(usable) +
+                              " with registered GPUs and allocatable nvidia.com/gpu > 0; " + std::to_string(cards) +
+                              " card(s)"};
+  ev.insert(ev.end(), listed.begin(), listed.end());
+  if (usable > listed.size()) {
+    ev.push_back("... and " + std::to_string(usable - listed.size()) + " more node(s)");
+  }
+  if (!zero_alloc.empty()) {
+    ev.push_back("registered but allocatable nvidia.com/gpu is 0 or absent (ignored by the scheduler): " +
+                 join(std::vector<std::string>(zero_alloc.begin(),
+                                               zero_alloc.begin() + static_cast<std::ptrdiff_t>(
+                                                                        std::min<std::size_t>(zero_alloc.size(), 10))),
+                      ",") +
+                 (zero_alloc.size() > 10 ? ",..." : ""));
+  }
+  for (const auto& b : bad) {
+    ev.push_back(b);
+  }
+  if (!bad.empty()) {
+    return make_fail(check, std::move(ev),
+                     {"a node's hami.io/node-nvidia-register annotation does not decode: the scheduler ignores it",
+                      "fix the device plugin (or the node manifest) writing the annotation (hami-protocol.md §3)"});
+  }
+  if (usable == 0) {
+    return make_fail(check, std::move(ev),
+                     {"no GPU is visible to the scheduler: no node carries hami.io/node-nvidia-register with "
+                      "allocatable nvidia.com/gpu > 0 (device plugin not running, or nodes of another tenant)",
+                      "run the device plugin (or the lab's simulated nodes) on the tenant's GPU workers"});
+  }
+  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+}
+
+// ---- report ---------------------------------------------------------------------------------------------------
+
+std::string format_report(std::string_view header, const std::vector<CheckResult>& checks) {
+  std::string out = "gpuslice doctor: " + std::string(header) + "\n";
+  int passed = 0, failed = 0, skipped = 0;
+  for (const auto& c : checks) {
+    out += std::string(verdict_name(c.verdict)) + "  " + c.name + "\n";
+    for (const auto& e : c.evidence) {
+      out += "      " + e + "\n";
+    }
+    if (c.verdict == Verdict::fail) {
+      out += "      cause: " + c.cause + "\n";
+      out += "      fix:   " + c.fix + "\n";
+    }
+    (c.verdict == Verdict::pass ? passed : c.verdict == Verdict::fail ? failed : skipped)++;
+  }
+  out += "doctor: " + std::to_string(passed) + " passed, " + std::to_string(failed) + " failed, " +
+         std::to_string(skipped) + " skipped\n";
+  return out;
+}
+
+std::string format_report_json(std::string_view header, const std::vector<CheckResult>& checks) {
+  json::array arr;
+  int passed = 0, failed = 0, skipped = 0;
+  for (const auto& c : checks) {
+    json::array ev;
+    for (const auto& e : c.evidence) {
+      ev.emplace_back(json::string(e));
+    }
+    json::object o{{"name", c.name}, {"verdict", verdict_name(c.verdict)}, {"evidence", std::move(ev)}};
+    if (c.verdict == Verdict::fail) {
+      o["cause"] = c.cause;
+      o["fix"] = c.fix;
+    }
+    arr.emplace_back(std::move(o));
+    (c.verdict == Verdict::pass ? passed : c.verdict == Verdict::fail ? failed : skipped)++;
+  }
+  json::object root{{"server", header}, {"checks", std::move(arr)}, {"passed", passed}, {"failed", failed},
+                    {"skipped", skipped}};
+  return json::serialize(root) + "\n";
+}
+
+int exit_code(const std::vector<CheckResult>& checks) {
+  return std::any_of(checks.begin(), checks.end(), [](const CheckResult& c) { return c.verdict == Verdict::fail; })
+             ? 1
+             : 0;
+}
+
+}  // namespace gpuslice::doctor

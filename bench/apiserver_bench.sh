@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# Scheduling through a real kube-apiserver (issue 4 item 11), on the hermetic lab (lab/lab.sh), tenant a:
+#
+#   1. gpuslice: N GPU pods (nvidia.com/gpu 1, gpumem 1000, gpucores 5) created while gpuslice is stopped, then
+#      gpuslice is started; time from start to all bound, and first-to-last bound (steady pods/s).
+#   2. upstream kube-scheduler (~/.cache/gpuslice-lab/bin/kube-scheduler, its own schedulerName
+#      bench-kube-scheduler, default client QPS 50 / burst 100 like gpuslice's kubeQPS/kubeBurst): N plain pods
+#      (cpu 10m, memory 16Mi) created before it starts; same two figures. The ratio gpuslice / kube-scheduler is
+#      from this one run (absolute figures move with the shared machine's load).
+#   3. freed slice -> pending pod bound: a dedicated one-card node; a holder pod takes all 100 cores, a second pod
+#      stays Pending (CardInsufficientCore); deleting the holder (grace 0) frees the card; latency = the API
+#      server's DELETED event of the holder -> the first event showing the pending pod bound, both seen by one
+#      watch. Repeated SAMPLES times; p50 and max.
+#
+# Binding is observed from a watch on the API server (bench/apiserver_watch.py), never from scheduler logs.
+#
+#   bench/apiserver_bench.sh [--pods 2000] [--nodes 200] [--samples 7] [--reuse | --fresh] [--keep]
+#     --reuse  use the lab already running (it must have tenant a with gpuslice and >= --nodes extra nodes)
+#     --fresh  (re)start the lab: lab/lab.sh up --tenants a --extra-nodes NODES (stops a running lab!)
+#     --keep   leave the lab up at the end (default: down if this script brought it up)
+# Needs root (the lab does). Prints a Markdown table; paste it under "## apiserver" in bench/RESULTS.md.
+set -euo pipefail
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$BENCH_DIR/.." && pwd)
+LAB=$REPO/lab/lab.sh
+STATE=${GPUSLICE_LAB_STATE:-$REPO/lab/.state}
+BIN=${GPUSLICE_LAB_CACHE:-$HOME/.cache/gpuslice-lab}/bin
+WATCH=$BENCH_DIR/apiserver_watch.py
+PODS=2000 NODES=200 SAMPLES=7 MODE=ask KEEP=false
+NS=gpuslice-bench
+KS_NAME=bench-kube-scheduler
+GS_NAME=gpuslice-scheduler
+LAT_NODE=a-bench-latency
+BIND_TIMEOUT=${BIND_TIMEOUT:-900}
+
+while (($#)); do
+  case $1 in
+    --pods) PODS=$2; shift 2 ;;
+    --nodes) NODES=$2; shift 2 ;;
+    --samples) SAMPLES=$2; shift 2 ;;
+    --reuse) MODE=reuse; shift ;;
+    --fresh) MODE=fresh; shift ;;
+    --keep) KEEP=true; shift ;;
+    *) echo "usage: $0 [--pods N] [--nodes N] [--samples N] [--reuse|--fresh] [--keep]" >&2; exit 2 ;;
+  esac
+done
+[[ $PODS =~ ^[0-9]+$ && $NODES =~ ^[0-9]+$ && $SAMPLES =~ ^[0-9]+$ ]] || { echo "numbers, please" >&2; exit 2; }
+
+log() { printf '[bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { log "FAILED: $*"; exit 1; }
+now() { date +%s.%N; }
+
+WORK=$(mktemp -d /tmp/gpuslice-apiserver-bench.XXXXXX)
+KS_PID="" WATCH_PID="" BROUGHT_UP=false
+cleanup() {
+  set +e
+  [[ -n $WATCH_PID ]] && kill "$WATCH_PID" 2>/dev/null
+  [[ -n $KS_PID ]] && kill "$KS_PID" 2>/dev/null && wait "$KS_PID" 2>/dev/null
+  if [[ -f $STATE/tenant-a/admin.kubeconfig ]] && kc get ns "$NS" >/dev/null 2>&1; then
+    kc delete namespace "$NS" --wait=false >/dev/null 2>&1
+    kc delete node "$LAT_NODE" --ignore-not-found >/dev/null 2>&1
+  fi
+  if $BROUGHT_UP && ! $KEEP; then "$LAB" down >/dev/null 2>&1; fi
+  log "work files kept in $WORK"
+}
+trap cleanup EXIT
+
+KCFG=$STATE/tenant-a/admin.kubeconfig
+kc() { "$BIN/kubectl" --kubeconfig "$KCFG" "$@"; }
+
+# ---- the lab ----------------------------------------------------------------------------------------------
+lab_running() { "$LAB" status >/dev/null 2>&1 && grep -qx a "$STATE/tenants" 2>/dev/null; }
+case $MODE in
+  ask) lab_running && die "a lab is running: pass --reuse to use it or --fresh to restart it (lab/lab.sh status)"
+       MODE=fresh ;;
+  reuse) lab_running || die "--reuse: no lab with tenant a is running" ;;
+esac
+if [[ $MODE == fresh ]]; then
+  log "lab/lab.sh up --tenants a --extra-nodes $NODES"
+  "$LAB" up --tenants a --extra-nodes "$NODES" >"$WORK/lab-up.log" 2>&1 || { tail -20 "$WORK/lab-up.log"; die "lab up"; }
+  BROUGHT_UP=true
+fi
+[[ -f $STATE/pids/a-gpuslice.pid ]] || die "gpuslice is not running in tenant a (lab.sh logs a gpuslice): is 'gpuslice serve' built?"
+have_nodes=$(kc get nodes -l gpuslice.io/lab=extra --no-headers 2>/dev/null | wc -l)
+((have_nodes >= NODES)) || die "tenant a has $have_nodes extra nodes, want $NODES (lab/lab.sh up --extra-nodes $NODES)"
+all_nodes=$(kc get nodes --no-headers | wc -l)
+kc create namespace "$NS" >/dev/null
+
+# ---- manifests --------------------------------------------------------------------------------------------
+# GPU pods name gpuslice's scheduler themselves and opt out of the webhook (label gpuslice.io/webhook=ignore):
+# they are created while gpuslice (and so its webhook) is stopped, and the scheduler derives the request from
+# the resources as it does for any pod without gpuslice.io/gpu-request. The guard admits them (right scheduler).
+gpu_pods() {  # prefix count [extra yaml for spec]
+  local i
+  for ((i = 0; i < $2; i++)); do
+    cat <<EOF
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: $1-$i, namespace: $NS, labels: {bench: $1, gpuslice.io/webhook: ignore}}
+spec:
+  schedulerName: $GS_NAME
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: c
+    image: registry.k8s.io/pause:3.10
+    resources: {limits: {nvidia.com/gpu: "1", nvidia.com/gpumem: "1000", nvidia.com/gpucores: "5"}}
+EOF
+  done
+}
+plain_pods() {  # prefix count
+  local i
+  for ((i = 0; i < $2; i++)); do
+    cat <<EOF
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: $1-$i, namespace: $NS, labels: {bench: $1}}
+spec:
+  schedulerName: $KS_NAME
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: c
+    image: registry.k8s.io/pause:3.10
+    resources: {requests: {cpu: 10m, memory: 16Mi}}
+EOF
+  done
+}
+latency_pod() {  # name: all 100 cores of the latency node's single card
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: $NS, labels: {bench: latency, gpuslice.io/webhook: ignore}}
+spec:
+  schedulerName: $GS_NAME
+  terminationGracePeriodSeconds: 0
+  nodeSelector: {kubernetes.io/hostname: $LAT_NODE}
+  containers:
+  - name: c
+    image: registry.k8s.io/pause:3.10
+    resources: {limits: {nvidia.com/gpu: "1", nvidia.com/gpumem: "1000", nvidia.com/gpucores: "100"}}
+EOF
+}
+
+create_many() {  # file: creates in chunks of 200 (kubectl create of one big file is sequential anyway)
+  local t0; t0=$(now)
+  kc create -f "$1" >/dev/null
+  log "  created $(grep -c '^kind: Pod' "$1") pods in $(awk -v a="$(now)" -v b="$t0" 'BEGIN {printf "%.1f", a - b}') s"
+}
+
+# start_watch SELECTOR N OUTFILE: background watcher that exits once N pods are bound (0: never).
+start_watch() {
+  python3 "$WATCH" watch --kubeconfig "$KCFG" --namespace "$NS" --selector "$1" --expect-bound "$2" \
+    --timeout "$BIND_TIMEOUT" >"$3" 2>"$3.err" &
+  WATCH_PID=$!
+  # The watcher has listed (and so is watching) once its first LISTED line or the watch is open; give it a moment.
+  sleep 1
+}
+wait_watch() {
+  local rc=0
+  wait "$WATCH_PID" || rc=$?
+  WATCH_PID=""
+  return $rc
+}
+
+# ---- 1. gpuslice ------------------------------------------------------------------------------------------
+log "1/3 gpuslice: $PODS GPU pods on $all_nodes nodes"
+"$LAB" stop a gpuslice
+gpu_pods gpu "$PODS" >"$WORK/gpu-pods.yaml"
+create_many "$WORK/gpu-pods.yaml"
+start_watch bench=gpu "$PODS" "$WORK/gpu.events"
+GS_START=$(now)
+"$LAB" start a gpuslice
+wait_watch || die "gpuslice bound $(cut -f3 "$WORK/gpu.events" | sort -u | wc -l) / $PODS pods within ${BIND_TIMEOUT}s (lab.sh logs a gpuslice)"
+GS=$(python3 "$WATCH" throughput --events "$WORK/gpu.events" --start "$GS_START" --pods "$PODS")
+log "  gpuslice: $GS"
+
+# ---- 2. kube-scheduler ------------------------------------------------------------------------------------
+log "2/3 kube-scheduler ($KS_NAME): $PODS plain pods"
+plain_pods plain "$PODS" >"$WORK/plain-pods.yaml"
+create_many "$WORK/plain-pods.yaml"
+cat >"$WORK/kube-scheduler.yaml" <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: $KCFG}
+leaderElection: {leaderElect: false}
+profiles: [{schedulerName: $KS_NAME}]
+EOF
+start_watch bench=plain "$PODS" "$WORK/plain.events"
+KS_START=$(now)
+"$BIN/kube-scheduler" --config="$WORK/kube-scheduler.yaml" --bind-address=127.0.0.1 --secure-port=0 \
+  >"$WORK/kube-scheduler.log" 2>&1 &
+KS_PID=$!
+wait_watch || die "kube-scheduler bound too few pods within ${BIND_TIMEOUT}s ($WORK/kube-scheduler.log)"
+kill "$KS_PID" 2>/dev/null; wait "$KS_PID" 2>/dev/null || true; KS_PID=""
+KS=$(python3 "$WATCH" throughput --events "$WORK/plain.events" --start "$KS_START" --pods "$PODS")
+log "  kube-scheduler: $KS"
+
+# ---- 3. freed slice -> pending bound ----------------------------------------------------------------------
+log "3/3 freed slice -> pending pod bound: $SAMPLES samples on node $LAT_NODE (one A100, 100 cores)"
+kc create -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: $LAT_NODE
+  labels: {kubernetes.io/hostname: $LAT_NODE, kubernetes.io/os: linux, kubernetes.io/arch: amd64, type: kwok}
+  annotations:
+    kwok.x-k8s.io/node: fake
+    hami.io/node-nvidia-register: '[{"id":"GPU-bench-latency-0","index":0,"count":10,"devmem":81920,"devcore":100,"type":"NVIDIA A100-SXM4-80GB","mode":"hami-core","health":true}]'
+status:
+  capacity: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "10"}
+  allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "10"}
+EOF
+start_watch bench=latency 0 "$WORK/latency.events"
+bound_seen() { awk -F'\t' -v p="$1" '$3 == p && $4 != "-" && $2 != "DELETED" {f=1} END {exit !f}' "$WORK/latency.events"; }
+unsched_seen() { awk -F'\t' -v p="$1" '$3 == p && $5 == "Unschedulable" {f=1} END {exit !f}' "$WORK/latency.events"; }
+wait_for() { local d=$((SECONDS + $1)); shift; until "$@"; do ((SECONDS < d)) || return 1; sleep 0.1; done; }
+
+latency_pod lat-0 | kc create -f - >/dev/null
+wait_for 60 bound_seen lat-0 || die "latency holder lat-0 not bound within 60 s"
+pairs=""
+for ((i = 1; i <= SAMPLES; i++)); do
+  holder=lat-$((i - 1)) pending=lat-$i
+  latency_pod "$pending" | kc create -f - >/dev/null
+  wait_for 60 unsched_seen "$pending" || die "$pending never reported Unschedulable (the node should be full)"
+  sleep 2   # the pending pod now sits in the scheduler's backoff/unschedulable queue, as in HAMi #1368
+  kc delete pod -n "$NS" "$holder" --grace-period=0 --force >/dev/null 2>&1
+  wait_for 120 bound_seen "$pending" || die "$pending not bound within 120 s after $holder was deleted"
+  pairs+="${pairs:+,}$holder:$pending"
+done
+sleep 0.5
+kill "$WATCH_PID" 2>/dev/null; WATCH_PID=""
+LAT=$(python3 "$WATCH" latency --events "$WORK/latency.events" --pairs "$pairs")
+
+# ---- report -----------------------------------------------------------------------------------------------
+python3 - "$GS" "$KS" "$LAT" "$PODS" "$all_nodes" <<'PY'
+import json, sys, statistics
+gs, ks, lat = (json.loads(x) for x in sys.argv[1:4])
+pods, nodes = sys.argv[4], sys.argv[5]
+def f(x, d=1): return "-" if x is None else f"{x:.{d}f}"
+print(f"\n| {pods} pods, {nodes} nodes | gpuslice (GPU pods) | kube-scheduler (plain pods) | ratio |")
+print("|---|---|---|---|")
+print(f"| bound | {gs['bound']} | {ks['bound']} | |")
+print(f"| scheduler start -> all bound (s) | {f(gs.get('start_to_all_s'))} | {f(ks.get('start_to_all_s'))} | |")
+print(f"| first -> last bind (s) | {f(gs.get('first_to_last_s'))} | {f(ks.get('first_to_last_s'))} | |")
+r1 = gs['pods_per_s_start'] / ks['pods_per_s_start'] if gs.get('pods_per_s_start') and ks.get('pods_per_s_start') else None
+r2 = gs['pods_per_s_steady'] / ks['pods_per_s_steady'] if gs.get('pods_per_s_steady') and ks.get('pods_per_s_steady') else None
+print(f"| pods/s incl. start-up and sync | {f(gs.get('pods_per_s_start'))} | {f(ks.get('pods_per_s_start'))} | {f(r1, 2)} |")
+print(f"| pods/s first -> last bind | {f(gs.get('pods_per_s_steady'))} | {f(ks.get('pods_per_s_steady'))} | {f(r2, 2)} |")
+ls = [s['latency_s'] for s in lat if s['latency_s'] is not None]
+if ls:
+    print(f"\nfreed slice -> pending pod bound (gpuslice, {len(ls)} samples): "
+          f"p50 {statistics.median(ls) * 1000:.0f} ms, max {max(ls) * 1000:.0f} ms; "
+          f"samples (ms): {', '.join(f'{x * 1000:.0f}' for x in ls)}")
+PY

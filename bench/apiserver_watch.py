@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Pod watcher for bench/apiserver_bench.sh: timestamps, on this machine's wall clock, every pod event seen
+through a real kube-apiserver watch, so binding throughput and freed-slice latency are measured from what the API
+server serves (not from any scheduler's own logs).
+
+  apiserver_watch.py watch   --kubeconfig F --namespace NS [--selector S] [--expect-bound N] [--timeout SEC]
+      prints one line per event: "<unix seconds>\t<ADDED|MODIFIED|DELETED>\t<pod>\t<nodeName or ->\t<reason>"
+      (reason: PodScheduled=False reason, or -) and exits 0 once N distinct pods were seen bound (N=0: never),
+      1 on timeout.
+  apiserver_watch.py throughput --events FILE --start UNIX --pods N
+      prints "first last bound" stats as JSON from a watch file.
+  apiserver_watch.py latency --events FILE --pairs victim:pending,...
+      prints, per pair, DELETED(victim) -> first bound event of pending, in seconds, as JSON.
+
+Only loopback API servers are used (the lab's); the kubeconfig's client certificate authenticates.
+"""
+import argparse
+import http.client
+import json
+import os
+import ssl
+import sys
+import time
+import urllib.parse
+
+import yaml
+
+
+def load_kubeconfig(path):
+    cfg = yaml.safe_load(open(path))
+    ctx_name = cfg.get("current-context")
+    ctx = next(c["context"] for c in cfg["contexts"] if c["name"] == ctx_name)
+    cluster = next(c["cluster"] for c in cfg["clusters"] if c["name"] == ctx["cluster"])
+    user = next(u["user"] for u in cfg["users"] if u["name"] == ctx["user"])
+    base = os.path.dirname(os.path.abspath(path))
+
+    def resolve(p):
+        return p if os.path.isabs(p) else os.path.join(base, p)
+
+    url = urllib.parse.urlparse(cluster["server"])
+    if url.hostname not in ("127.0.0.1", "localhost", "::1"):
+        sys.exit("apiserver_watch.py: refusing non-loopback server %s" % cluster["server"])
+    sslctx = ssl.create_default_context(cafile=resolve(cluster["certificate-authority"]))
+    sslctx.load_cert_chain(resolve(user["client-certificate"]), resolve(user["client-key"]))
+    return url.hostname, url.port or 443, sslctx
+
+
+def request(host, port, sslctx, path, timeout):
+    conn = http.client.HTTPSConnection(host, port, context=sslctx, timeout=timeout)
+    conn.request("GET", path, headers={"Accept": "application/json"})
+    resp = conn.getresponse()
+    if resp.status != 200:
+        sys.exit("apiserver_watch.py: GET %s: %d %s" % (path, resp.status, resp.read(300)))
+    return conn, resp
+
+
+def scheduled_reason(pod):
+    for c in pod.get("status", {}).get("conditions", []) or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return c.get("reason", "-") or "-"
+    return "-"
+
+
+def cmd_watch(a):
+    host, port, sslctx = load_kubeconfig(a.kubeconfig)
+    q = {"labelSelector": a.selector} if a.selector else {}
+    base = "/api/v1/namespaces/%s/pods" % urllib.parse.quote(a.namespace)
+    deadline = time.time() + a.timeout if a.timeout > 0 else None
+    bound = set()
+    out = sys.stdout
+
+    def emit(kind, pod):
+        name = pod["metadata"]["name"]
+        node = pod.get("spec", {}).get("nodeName") or "-"
+        out.write("%.6f\t%s\t%s\t%s\t%s\n" % (time.time(), kind, name, node, scheduled_reason(pod)))
+        out.flush()
+        if node != "-":
+            bound.add(name)
+
+    conn, resp = request(host, port, sslctx, base + "?" + urllib.parse.urlencode(dict(q, limit="0")), 60)
+    lst = json.loads(resp.read())
+    conn.close()
+    for pod in lst.get("items", []):
+        emit("LISTED", pod)
+    rv = lst["metadata"]["resourceVersion"]
+    while True:
+        if a.expect_bound and len(bound) >= a.expect_bound:
+            return 0
+        remaining = (deadline - time.time()) if deadline else 300
+        if remaining <= 0:
+            return 1
+        params = dict(q, watch="1", resourceVersion=rv, allowWatchBookmarks="true",
+                      timeoutSeconds=str(int(min(remaining, 300)) + 1))
+        conn, resp = request(host, port, sslctx, base + "?" + urllib.parse.urlencode(params), min(remaining, 300) + 30)
+        try:
+            while True:
+                if a.expect_bound and len(bound) >= a.expect_bound:
+                    return 0
+                if deadline and time.time() > deadline:
+                    return 1
+                line = resp.readline()
+                if not line:
+                    break
+                ev = json.loads(line)
+                obj = ev.get("object", {})
+                if ev.get("type") == "ERROR":
+                    if obj.get("code") == 410:  # expired: relist from now (events in between are lost; rare)
+                        return cmd_watch(a)
+                    sys.exit("apiserver_watch.py: watch ERROR %s" % obj)
+                rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                if ev.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                    emit(ev["type"], obj)
+        except (TimeoutError, OSError):
+            pass
+        finally:
+            conn.close()
+
+
+def read_events(path):
+    rows = []
+    for line in open(path):
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) >= 4:
+            rows.append((float(parts[0]), parts[1], parts[2], parts[3]))
+    return rows
+
+
+def cmd_throughput(a):
+    first_bound = {}
+    for t, kind, name, node in read_events(a.events):
+        if node != "-" and kind != "DELETED" and name not in first_bound:
+            first_bound[name] = t
+    times = sorted(first_bound.values())
+    res = {"bound": len(times), "pods": a.pods}
+    if times:
+        # Pods already bound when the watch listed them count at the start time.
+        times = [max(t, a.start) for t in times]
+        res.update(first=times[0] - a.start, last=times[-1] - a.start)
+        res["start_to_all_s"] = times[-1] - a.start
+        res["first_to_last_s"] = times[-1] - times[0]
+        res["pods_per_s_start"] = len(times) / res["start_to_all_s"] if res["start_to_all_s"] > 0 else None
+        res["pods_per_s_steady"] = ((len(times) - 1) / res["first_to_last_s"]) if res["first_to_last_s"] > 0 else None
+    print(json.dumps(res))
+
+
+def cmd_latency(a):
+    rows = read_events(a.events)
+    out = []
+    for pair in a.pairs.split(","):
+        victim, pending = pair.split(":")
+        t_del = next((t for t, k, n, _ in rows if k == "DELETED" and n == victim), None)
+        t_bound = next((t for t, k, n, node in rows if n == pending and node != "-" and k != "DELETED"), None)
+        out.append({"victim": victim, "pending": pending,
+                    "latency_s": (t_bound - t_del) if (t_del is not None and t_bound is not None) else None})
+    print(json.dumps(out))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("watch")
+    w.add_argument("--kubeconfig", required=True)
+    w.add_argument("--namespace", required=True)
+    w.add_argument("--selector", default="")
+    w.add_argument("--expect-bound", type=int, default=0)
+    w.add_argument("--timeout", type=float, default=0)
+    t = sub.add_parser("throughput")
+    t.add_argument("--events", required=True)
+    t.add_argument("--start", type=float, required=True)
+    t.add_argument("--pods", type=int, required=True)
+    lat = sub.add_parser("latency")
+    lat.add_argument("--events", required=True)
+    lat.add_argument("--pairs", required=True)
+    a = p.parse_args()
+    return {"watch": cmd_watch, "throughput": cmd_throughput, "latency": cmd_latency}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main() or 0)

@@ -181,6 +181,19 @@ for t in $(cat "${GPUSLICE_LAB_STATE:-$ROOT/lab/.state}/tenants" 2>/dev/null); d
   if ! kubectl get validatingadmissionpolicy gpuslice-scheduler-guard >/dev/null 2>&1; then
     ko "tenant $t: guard installed" "ValidatingAdmissionPolicy gpuslice-scheduler-guard not found"; continue
   fi
+  # The Deployment runs 0 replicas in the lab, so admit its pod template explicitly: PodSecurity "restricted"
+  # (the namespace enforces it), the priority class, the ServiceAccount.
+  out=$(kubectl -n gpuslice-system get deployment gpuslice -o json | python3 -c '
+import json, sys
+t = json.load(sys.stdin)["spec"]["template"]
+print(json.dumps({"apiVersion": "v1", "kind": "Pod", "spec": t["spec"],
+                  "metadata": {"name": "gpuslice-template-probe", "namespace": "gpuslice-system", "labels": t["metadata"]["labels"]}}))' |
+        kubectl create --dry-run=server -f - 2>&1)
+  if [[ $? -eq 0 && $(kubectl get namespace gpuslice-system -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}') == restricted ]]; then
+    ok "tenant $t: gpuslice's pod template is admitted under PodSecurity restricted" "$out"
+  else
+    ko "tenant $t: gpuslice's pod template is admitted under PodSecurity restricted" "$out"
+  fi
   out=$(pod mt-foreign other-scheduler yes | kubectl create --dry-run=server -f - 2>&1)
   if [[ $? -ne 0 && $out == *gpuslice-scheduler-guard* && $out == *'spec.schedulerName is "other-scheduler"'* ]]; then
     ok "tenant $t: guard refuses a GPU pod for another scheduler" "$out"

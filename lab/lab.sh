@@ -6,7 +6,7 @@
 #   lab/lab.sh status                                                    what runs, what answers
 #   lab/lab.sh env TENANT                                                `eval "$(lab/lab.sh env a)"` -> kubectl
 #   lab/lab.sh logs [TENANT [COMPONENT]]                                 list logs, or tail one
-#   lab/lab.sh stop|start TENANT COMPONENT                               e.g. `stop a agent` (tunnel down)
+start TENANT COMPONENT                               e.g. `stop a agent` (tunnel down)|start TENANT COMPONENT                               e.g. `stop a agent` (tunnel down)
 #
 # Topology (see ../shared/docs/kamaji-konnectivity.md and control-plane-lab.md):
 #   host = management cluster: ONE etcd (tmpfs, 127.0.0.1:12379) shared by every tenant; per tenant a
@@ -557,8 +557,19 @@ cmd_logs() {
   esac
 }
 
+# The upstream kube-scheduler (profile default-scheduler), for side-by-side benchmarks: not started by `up`.
+start_kube_scheduler() {
+  local t=$1 d; d=$(tdir "$1")
+  printf '%s\n' "apiVersion: kubescheduler.config.k8s.io/v1" "kind: KubeSchedulerConfiguration" \
+    "clientConnection: {kubeconfig: $d/admin.kubeconfig, qps: 5000, burst: 5000}" \
+    "leaderElection: {leaderElect: false}" "profiles: [{schedulerName: default-scheduler}]" >"$d/kube-scheduler.yaml"
+  start_proc "$t-kube-scheduler" - "$BIN/kube-scheduler" --config="$d/kube-scheduler.yaml" --bind-address=127.0.0.1 \
+    --secure-port="$((10259 + 100 * $(tenant_index "$t")))" \
+    --authentication-kubeconfig="$d/admin.kubeconfig" --authorization-kubeconfig="$d/admin.kubeconfig"
+}
+
 cmd_stop_start() {
-  local op=$1 t c; t=$(norm_tenant "${2:?usage: lab.sh $1 TENANT COMPONENT}"); c=${3:?component: agent gpuslice mock-device-agent kwok controller-manager}
+  local op=$1 t c; t=$(norm_tenant "${2:?usage: lab.sh $1 TENANT COMPONENT}"); c=${3:?component: agent gpuslice mock-device-agent kube-scheduler kwok controller-manager}
   need_root
   case $op:$c in
     stop:*) stop_proc "$t-$c" 2 ;;
@@ -567,7 +578,8 @@ cmd_stop_start() {
       local -a cmd; mapfile -t cmd < <(gpuslice_serve_cmd "$t"); start_proc "$t-gpuslice" "$(netns_of "$t")" "${cmd[@]}" ;;
     start:mock-device-agent)
       local -a cmd; mapfile -t cmd < <(mock_device_agent_cmd "$t"); start_proc "$t-mock-device-agent" "$(netns_of "$t")" "${cmd[@]}" ;;
-    *) die "$op $c: not supported (start supports agent, gpuslice, mock-device-agent)" ;;
+    start:kube-scheduler) start_kube_scheduler "$t" ;;
+    *) die "$op $c: not supported (start supports agent, gpuslice, mock-device-agent, kube-scheduler)" ;;
   esac
 }
 

@@ -6,7 +6,7 @@
 #   lab/lab.sh status                                                    what runs, what answers
 #   lab/lab.sh env TENANT                                                `eval "$(lab/lab.sh env a)"` -> kubectl
 #   lab/lab.sh logs [TENANT [COMPONENT]]                                 list logs, or tail one
-start TENANT COMPONENT                               e.g. `stop a agent` (tunnel down)|start TENANT COMPONENT                               e.g. `stop a agent` (tunnel down)
+#   lab/lab.sh stop|start TENANT COMPONENT                               e.g. `stop a agent`, `start a kube-scheduler`
 #
 # Topology (see ../shared/docs/kamaji-konnectivity.md and control-plane-lab.md):
 #   host = management cluster: ONE etcd (tmpfs, 127.0.0.1:12379) shared by every tenant; per tenant a

@@ -74,6 +74,9 @@ class LeaderElector {
   /// The holder we last observed (ourselves when leading); empty when none.
   const std::string& observed_holder() const { return observed_.spec.holder_identity; }
   const std::string& identity() const { return identity_; }
+  const std::string& lease_namespace() const { return ns_; }
+  const std::string& lease_name() const { return name_; }
+  const LeaderElectionConfig& config() const { return config_; }
   /// When the next attempt should run: retry_period after the start of the last one.
   std::chrono::milliseconds retry_period() const { return config_.retry_period; }
 

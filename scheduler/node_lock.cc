@@ -97,6 +97,10 @@ LockDecision decide_node_lock(std::string_view node, const std::optional<std::st
         d.action = LockAction::take_owner_gone;
         d.reason = "node " + node_s + " lock owner " + holder + " has finished";
         return d;
+      case LockOwnerState::stale:
+        d.action = LockAction::take_owner_gone;
+        d.reason = "node " + node_s + " lock owner " + holder + " is not waiting for allocation on this node";
+        return d;
       case LockOwnerState::unknown:
         d.action = LockAction::lookup_owner;
         d.reason = "node " + node_s + " is locked by " + holder + "; checking the owner";

@@ -6,6 +6,7 @@
 // when asked, the owner pod) and applies the decision with a resourceVersion precondition.
 
 #include "common/result.h"
+#include "scheduler/allocation.h"  // kNodeLockAnnotation
 #include "scheduler/loop_time.h"
 
 #include <chrono>
@@ -14,8 +15,6 @@
 #include <string_view>
 
 namespace gpuslice::scheduler {
-
-inline constexpr std::string_view kNodeLockAnnotation = "hami.io/mutex.lock";
 
 struct NodeLockValue {
   WallTime time;
@@ -36,6 +35,9 @@ enum class LockOwnerState {
   active,    ///< exists and has not finished (phase not Succeeded/Failed, no deletionTimestamp honoured)
   finished,  ///< phase Succeeded or Failed: it will never run Allocate (HAMi PR #3047)
   deleted,   ///< GET answered NotFound, or a different UID holds the name
+  /// Exists but is neither being bound by this scheduler nor waiting for Allocate on this node: debris of a
+  /// crash between lock and bind, or a device plugin that set bind-phase without releasing the lock.
+  stale,
 };
 
 enum class LockAction {

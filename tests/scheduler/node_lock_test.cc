@@ -107,3 +107,10 @@ TEST_CASE("release only by the owner") {
   CHECK_FALSE(lock_expired(value, kNow + 5min, kTimeout));
   CHECK(lock_expired(value, kNow + 5min + 1ms, kTimeout));
 }
+
+TEST_CASE("a stale owner (not binding, not waiting for Allocate here) frees the lock") {
+  const auto value = format_node_lock(kNow - 30s, "ns", "q");
+  auto d = decide_node_lock("gpu-1", value, "ns", "p", kNow, kTimeout, LockOwnerState::stale);
+  CHECK(d.action == LockAction::take_owner_gone);
+  CHECK(d.reason.find("not waiting") != std::string::npos);
+}

@@ -1,0 +1,204 @@
+#pragma once
+// The live scheduling loop: keeps the core's Snapshot current from watch events (pods, nodes, resource
+// quotas), pops pending pods of our schedulerName from the PendingQueue, decides with schedule(), and carries
+// each decision out HAMi's way (hami-protocol.md §4-5, §10):
+//
+//   1. assume the decision in the snapshot (later pods see it at once);
+//   2. merge-patch the pod with the allocation annotations (hami.io/vgpu-node also as a label, vgpu-time,
+//      vgpu-devices-to-allocate, vgpu-devices-allocated, bind-phase=allocating, bind-time) carrying the pod's
+//      metadata.resourceVersion, so a concurrent change answers 409 and the pod is re-decided;
+//   3. with node_lock "hami", take hami.io/mutex.lock on the node (merge patch with the node's
+//      resourceVersion), waiting for its release on node events when another live pod holds it;
+//   4. POST pods/binding (with the pod UID); on failure release the lock and drop the assumption.
+// No fit: PodScheduled=False/Unschedulable with the core's message (pods/status strategic merge), Events
+// FailedScheduling and HAMi's FilteringFailed, rate-limited and never awaited by scheduling.
+//
+// Crash safety: nothing lives only here. The allocation annotations are written before the lock and the bind,
+// so a restart (list of every pod) re-counts every reservation; an unbound pod of ours that carries vgpu-node
+// is simply decided again (its stale reservation dropped first) and its annotations overwritten. Locks past
+// their timeout, or whose owner is deleted, finished, or neither binding here nor waiting for Allocate on that
+// node, are released (on node events and by a periodic sweep).
+//
+// Threading: every member runs on one executor (the kube::Client's); event handlers are called by the
+// Reflectors on it. Only ready()/leading() may be read from other threads.
+
+#include "common/config.h"
+#include "kube/reflector.h"
+#include "scheduler/loop_api.h"
+#include "scheduler/loop_queue.h"
+#include "scheduler/loop_time.h"
+#include "scheduler/node_lock.h"
+#include "scheduler/schedule.h"
+#include "scheduler/snapshot.h"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/json/object.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace gpuslice::scheduler {
+
+/// Injected clocks: steady for queue/backoff/deadlines, wall for annotations, locks and events.
+struct LoopClock {
+  std::function<SteadyTime()> steady = [] { return std::chrono::steady_clock::now(); };
+  std::function<WallTime()> wall = [] { return std::chrono::system_clock::now(); };
+};
+
+struct LoopOptions {
+  std::string scheduler_name = "gpuslice-scheduler";
+  DeviceConfig devices;
+  SchedulerConfig scheduler;  ///< policies, node_lock ("hami" | "off"), node_lock_timeout, max_backoff
+  std::string identity = "gpuslice";  ///< Events' reportingInstance
+  std::size_t queue_capacity = 100000;
+  std::size_t max_binds_in_flight = 64;
+  std::size_t max_side_effects_in_flight = 32;  ///< events + condition patches; beyond this they are dropped
+  std::chrono::milliseconds event_interval{30000};  ///< same pod, same message: at most one event per interval
+  std::chrono::milliseconds lock_wait{30000};       ///< give up waiting for a node lock after this, re-decide
+  std::chrono::seconds assume_ttl{120};             ///< drop assumptions never confirmed by a watch event
+  std::chrono::milliseconds sweep_period{5000};     ///< lock janitor, assumption expiry, gauges
+  LoopClock clock;
+};
+
+/// What the lock janitor knows of a pod (from the pod watch or a GET).
+struct PodBrief {
+  std::string uid;
+  std::string node_name;   ///< spec.nodeName
+  std::string vgpu_node;   ///< hami.io/vgpu-node
+  std::string bind_phase;  ///< hami.io/bind-phase
+  std::string phase;       ///< status.phase
+};
+PodBrief brief_of(const boost::json::object& pod);
+
+/// Whether the owner of a lock on `node` still needs it: being bound by us (`binding_now`), or unbound / bound
+/// here with vgpu-node == node and bind-phase allocating (waiting for the device plugin's Allocate). Deleted
+/// (nullopt) and Succeeded/Failed owners are gone; anything else is stale. Pure.
+LockOwnerState classify_lock_owner(const std::optional<PodBrief>& owner, std::string_view node, bool binding_now);
+
+/// The merge patch written on a placed pod: metadata.resourceVersion (precondition, when non-empty), the
+/// allocation annotations, bind-phase=allocating, bind-time, and the hami.io/vgpu-node label.
+std::string allocation_patch(const Decision& decision, std::string_view resource_version, int64_t now_unix);
+/// Merge patch of a node's lock annotation (nullopt removes it), with resourceVersion as precondition.
+std::string node_lock_patch(std::string_view resource_version, const std::optional<std::string>& value);
+/// HAMi's FilteringFailed note: "no available node, 3 nodes do not meet: 2 nodes CardInsufficientCore(a, b);
+/// 1 nodes node unregistered(c)" (reasons sorted; at most 10 node names each).
+std::string filtering_failed_note(const Decision& decision);
+
+struct LoopStats {
+  uint64_t scheduled = 0;
+  uint64_t unschedulable = 0;
+  uint64_t errors = 0;       ///< conflicts, API errors, lock waits given up
+  uint64_t conflicts = 0;
+  uint64_t locks_taken = 0;
+  uint64_t locks_released = 0;  ///< by us: bind failures and the janitor
+  uint64_t events_dropped = 0;
+};
+
+class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
+ public:
+  SchedulingLoop(boost::asio::any_io_executor executor, LoopOptions options, std::shared_ptr<LoopApi> api);
+  ~SchedulingLoop();
+
+  // ---- informer inputs (from kube::Reflector handlers, or tests) ----
+  void on_pod_event(const kube::ReflectorEvent& event);
+  void on_node_event(const kube::ReflectorEvent& event);
+  void on_quota_event(const kube::ReflectorEvent& event);
+  /// All informers have delivered their first list: scheduling may start (never before: an empty snapshot
+  /// would double-book every card).
+  void set_synced(bool synced);
+  /// Leadership: only an active loop writes. Losing it stops new decisions at once; binds in flight stop before
+  /// their next write.
+  void set_active(bool active);
+
+  /// The worker: pops and decides until stop(). co_spawn it on the executor.
+  boost::asio::awaitable<void> run();
+  /// The janitor: sweeps locks and assumptions every sweep_period until stop().
+  boost::asio::awaitable<void> run_sweeper();
+  void stop();
+
+  // ---- state ----
+  bool synced() const { return synced_flag_.load(); }
+  bool active() const { return active_flag_.load(); }
+  const Snapshot& snapshot() const { return snapshot_; }
+  const PendingQueue& queue() const { return queue_; }
+  const LoopStats& stats() const { return stats_; }
+  std::size_t binds_in_flight() const { return binders_.size(); }
+  std::size_t side_effects_in_flight() const { return side_effects_; }
+  /// Runs one janitor pass now (tests; the sweeper calls it).
+  void sweep();
+
+ private:
+  struct PendingPod {
+    boost::json::object object;
+    SteadyTime first_seen{};
+  };
+  struct NodeMeta {
+    std::string resource_version;
+    std::optional<std::string> lock;
+    std::string fingerprint;  // the fields that can change a fit
+  };
+  struct Binding;
+
+  void apply_pod(const boost::json::object& pod, bool deleted);
+  void apply_node(const boost::json::object& node, bool deleted);
+  void wake();
+  void schedule_one(const PodKey& key);
+  void report_unschedulable(const PodKey& key, const boost::json::object& pod, const std::string& message,
+                            const std::string& hami_note);
+  void emit_event(const boost::json::object& pod, std::string reason, std::string type, std::string note);
+  bool side_effect_slot();
+  boost::asio::awaitable<void> bind_task(std::shared_ptr<Binding> b);
+  boost::asio::awaitable<bool> acquire_lock(Binding& b);
+  boost::asio::awaitable<void> release_lock(std::string node, std::string ns, std::string pod, std::string why);
+  boost::asio::awaitable<LockOwnerState> owner_state(const std::string& ns, const std::string& pod,
+                                                     const std::string& node);
+  boost::asio::awaitable<void> wait_node_change(const std::string& node, std::chrono::milliseconds max_wait);
+  void notify_node(const std::string& node);
+  void check_node_lock(const std::string& node);
+  void update_gauges();
+
+  boost::asio::any_io_executor executor_;
+  LoopOptions options_;
+  ScheduleOptions schedule_options_;
+  std::shared_ptr<LoopApi> api_;
+  Snapshot snapshot_;
+  PendingQueue queue_;
+  LoopStats stats_;
+
+  std::map<PodKey, PendingPod> pending_;                // unbound pods of our schedulerName
+  std::unordered_map<std::string, PodBrief> briefs_;    // "ns/name" -> every live pod
+  std::map<std::string, NodeMeta> nodes_;
+  std::set<std::pair<std::string, std::string>> quotas_;  // ns, name
+  std::set<std::string> locked_nodes_;                  // nodes whose lock annotation is set
+  std::set<std::string> janitor_busy_;                  // nodes with a janitor release in flight
+  std::map<PodKey, std::string> binders_;               // pods being bound -> node
+  std::map<PodKey, std::pair<std::string, SteadyTime>> recent_binds_;  // bound by us lately (watch may lag)
+  struct Reported {
+    std::string message;
+    SteadyTime at{};
+  };
+  std::map<PodKey, Reported> reported_;  // last FailedScheduling per pod (rate limit)
+  std::map<std::string, std::vector<std::shared_ptr<boost::asio::steady_timer>>> node_waiters_;
+  std::size_t side_effects_ = 0;
+
+  boost::asio::steady_timer wake_timer_;
+  boost::asio::steady_timer sweep_timer_;
+  bool wake_pending_ = false;
+  bool stopped_ = false;
+  bool synced_ = false;
+  bool active_ = false;
+  std::atomic<bool> synced_flag_{false};
+  std::atomic<bool> active_flag_{false};
+};
+
+}  // namespace gpuslice::scheduler

@@ -1,0 +1,47 @@
+#include "scheduler/loop_api.h"
+
+#include "kube/url.h"
+
+namespace gpuslice::scheduler {
+namespace {
+
+class ClientApi final : public LoopApi {
+ public:
+  explicit ClientApi(std::shared_ptr<kube::Client> client) : client_(std::move(client)) {}
+
+  Task<kube::ApiResult<Object>> patch_pod(std::string ns, std::string name, std::string merge_patch) override {
+    co_return co_await client_->patch(kube::object_path(kube::resources::pods(), ns, name), kube::PatchType::merge,
+                                      std::move(merge_patch));
+  }
+  Task<kube::ApiResult<Object>> patch_node(std::string name, std::string merge_patch) override {
+    co_return co_await client_->patch(kube::object_path(kube::resources::nodes(), "", name), kube::PatchType::merge,
+                                      std::move(merge_patch));
+  }
+  Task<kube::ApiResult<Object>> get_pod(std::string ns, std::string name) override {
+    co_return co_await client_->get(kube::object_path(kube::resources::pods(), ns, name));
+  }
+  Task<kube::ApiResult<Object>> get_node(std::string name) override {
+    co_return co_await client_->get(kube::object_path(kube::resources::nodes(), "", name));
+  }
+  Task<kube::ApiStatus> bind(std::string ns, std::string name, std::string node, std::string uid) override {
+    co_return co_await client_->bind_pod(std::move(ns), std::move(name), std::move(node), std::move(uid));
+  }
+  Task<kube::ApiResult<Object>> patch_condition(std::string ns, std::string name,
+                                                kube::PodCondition condition) override {
+    co_return co_await client_->patch_pod_condition(std::move(ns), std::move(name), std::move(condition));
+  }
+  Task<kube::ApiResult<Object>> create_event(kube::EventRecord event) override {
+    co_return co_await client_->create_event(std::move(event));
+  }
+
+ private:
+  std::shared_ptr<kube::Client> client_;
+};
+
+}  // namespace
+
+std::shared_ptr<LoopApi> make_client_api(std::shared_ptr<kube::Client> client) {
+  return std::make_shared<ClientApi>(std::move(client));
+}
+
+}  // namespace gpuslice::scheduler

@@ -1,0 +1,195 @@
+#include "scheduler/loop_service.h"
+
+#include "common/log.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <future>
+#include <random>
+
+namespace gpuslice::scheduler {
+
+namespace asio = boost::asio;
+
+LoopOptions loop_options_from(const Configuration& config, std::string identity) {
+  LoopOptions o;
+  o.scheduler_name = config.scheduler_name;
+  o.devices = config.devices;
+  o.scheduler = config.scheduler;
+  o.identity = std::move(identity);
+  o.queue_capacity = 100000;
+  return o;
+}
+
+std::string lease_namespace_for(const Configuration& config, const kube::RestConfig& rest) {
+  if (!config.scheduler.leader_election.lease_namespace.empty()) {
+    return config.scheduler.leader_election.lease_namespace;
+  }
+  if (rest.source == "in-cluster" && !rest.default_namespace.empty()) {
+    return rest.default_namespace;
+  }
+  return "kube-system";
+}
+
+std::string make_identity() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == 0) {
+    std::snprintf(host, sizeof host, "gpuslice");
+  }
+  std::random_device rd;
+  char suffix[17];
+  std::snprintf(suffix, sizeof suffix, "%08x%08x", rd(), rd());
+  return std::string(host) + "_" + suffix;
+}
+
+SchedulerService::SchedulerService(std::shared_ptr<kube::Client> client, const Configuration& config,
+                                   std::string identity, std::string lease_namespace, LoopClock clock)
+    : client_(std::move(client)), config_(config) {
+  auto options = loop_options_from(config, identity);
+  options.clock = clock;
+  loop_ = std::make_shared<SchedulingLoop>(client_->get_executor(), std::move(options), make_client_api(client_));
+  if (config.scheduler.leader_election.enabled) {
+    LeaderElector elector(identity, std::move(lease_namespace), config.scheduler.leader_election.lease_name,
+                          config.scheduler.leader_election);
+    std::weak_ptr<SchedulingLoop> weak = loop_;
+    leader_ = std::make_shared<LeaderRunner>(client_, std::move(elector), clock, [weak](bool leading) {
+      if (auto l = weak.lock()) {
+        l->set_active(leading);
+      }
+    });
+  } else {
+    loop_->set_active(true);
+  }
+
+  auto add = [&](kube::ReflectorOptions ro, int bit, void (SchedulingLoop::*handler)(const kube::ReflectorEvent&)) {
+    std::weak_ptr<SchedulingLoop> weak = loop_;
+    reflectors_.push_back(std::make_shared<kube::Reflector>(
+        client_, std::move(ro), [this, weak, bit, handler](const kube::ReflectorEvent& e) {
+          auto l = weak.lock();
+          if (!l) {
+            return;
+          }
+          ((*l).*handler)(e);
+          if (e.type == kube::ReflectorEventType::relisted) {
+            on_synced(bit);
+          }
+        }));
+  };
+  kube::ReflectorOptions pods;
+  pods.resource = kube::resources::pods();
+  // Finished pods hold nothing; with this selector they arrive as DELETED when they finish.
+  pods.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
+  pods.name = "pods";
+  add(std::move(pods), 1, &SchedulingLoop::on_pod_event);
+  kube::ReflectorOptions nodes;
+  nodes.resource = kube::resources::nodes();
+  nodes.label_selector = config.scheduler.node_label_selector;
+  nodes.name = "nodes";
+  add(std::move(nodes), 2, &SchedulingLoop::on_node_event);
+  kube::ReflectorOptions quotas;
+  quotas.resource = kube::Resource{"", "v1", "resourcequotas", true};
+  quotas.name = "resourcequotas";
+  add(std::move(quotas), 4, &SchedulingLoop::on_quota_event);
+}
+
+void SchedulerService::on_synced(int which) {
+  const int before = synced_mask_;
+  synced_mask_ |= which;
+  if (before != 7 && synced_mask_ == 7) {
+    log::info("scheduler informers synced", {{"nodes", static_cast<int64_t>(loop_->snapshot().node_count())},
+                                              {"pods", static_cast<int64_t>(loop_->snapshot().pod_count())}});
+    loop_->set_synced(true);
+  }
+}
+
+void SchedulerService::start() {
+  auto ex = client_->get_executor();
+  for (auto& r : reflectors_) {
+    asio::co_spawn(ex, [r]() -> asio::awaitable<void> { co_await r->run(); }, asio::detached);
+  }
+  asio::co_spawn(ex, loop_->run(), asio::detached);
+  asio::co_spawn(ex, loop_->run_sweeper(), asio::detached);
+  if (leader_) {
+    asio::co_spawn(ex, leader_->run(), asio::detached);
+  }
+}
+
+void SchedulerService::stop() {
+  if (leader_) {
+    leader_->stop();
+  }
+  for (auto& r : reflectors_) {
+    r->stop();
+  }
+  loop_->stop();
+}
+
+bool SchedulerService::leading() const { return leader_ ? leader_->leading() : true; }
+
+bool SchedulerService::ready() const { return loop_->synced() && leading(); }
+
+Result<std::unique_ptr<SchedulerProcess>> SchedulerProcess::start(const Configuration& config, std::string identity) {
+  auto rest = kube::load_default_config(config.kubeconfig, kube::Environment::system());
+  if (!rest) {
+    return make_error("kubeconfig: " + rest.message());
+  }
+  std::unique_ptr<SchedulerProcess> p(new SchedulerProcess());
+  p->identity_ = identity.empty() ? make_identity() : std::move(identity);
+  kube::ClientOptions co;
+  co.qps = config.scheduler.kube_qps;
+  co.burst = config.scheduler.kube_burst;
+  co.timeout = config.scheduler.kube_timeout;
+  co.user_agent = "gpuslice-scheduler";
+  const std::string lease_ns = lease_namespace_for(config, *rest);
+  const std::string source = rest->source;
+  auto client = kube::Client::create(p->io_.get_executor(), std::move(*rest), co);
+  if (!client) {
+    return make_error("kube client: " + client.message());
+  }
+  p->client_ = *client;
+  p->service_ = std::make_shared<SchedulerService>(p->client_, config, p->identity_, lease_ns);
+  p->leader_enabled_ = config.scheduler.leader_election.enabled;
+  log::info("scheduler starting", {{"identity", p->identity_},
+                                   {"schedulerName", config.scheduler_name},
+                                   {"config", source},
+                                   {"leaderElection", config.scheduler.leader_election.enabled},
+                                   {"leaseNamespace", lease_ns},
+                                   {"nodeLock", config.scheduler.node_lock}});
+  p->service_->start();
+  p->thread_ = std::thread([io = &p->io_] {
+    auto guard = asio::make_work_guard(*io);
+    io->run();
+  });
+  return p;
+}
+
+void SchedulerProcess::stop() {
+  if (stopped_.exchange(true)) {
+    return;
+  }
+  std::promise<void> done;
+  auto fut = done.get_future();
+  asio::post(io_, [this, &done] {
+    service_->stop();
+    done.set_value();
+  });
+  fut.wait();
+  // Give the lease release (one request, bounded by the client's timeout) time to finish, then end the thread.
+  for (int i = 0; i < 240 && service_->leading() && leader_enabled_; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  io_.stop();
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+SchedulerProcess::~SchedulerProcess() { stop(); }
+
+}  // namespace gpuslice::scheduler

@@ -1,0 +1,88 @@
+#pragma once
+// Wiring of the scheduler half of `gpuslice serve`: the informers (pods not yet finished, nodes matching
+// scheduler.node_label_selector, resource quotas), the SchedulingLoop and, when enabled, Lease leader election.
+// Every replica keeps its informers warm; only the leader's loop writes. ready() is what /readyz's "leader"
+// check reports: synced and leading (or leader election disabled).
+//
+//   auto proc = scheduler::SchedulerProcess::start(config, identity);   // own I/O thread
+//   if (!proc) { log::error(...); return 1; }
+//   ... (*proc)->ready() ...
+//   (*proc)->stop();   // releases the lease, joins the thread
+
+#include "common/config.h"
+#include "common/result.h"
+#include "kube/client.h"
+#include "kube/reflector.h"
+#include "scheduler/leader_runner.h"
+#include "scheduler/loop.h"
+
+#include <boost/asio/io_context.hpp>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gpuslice::scheduler {
+
+/// LoopOptions from the configuration.
+LoopOptions loop_options_from(const Configuration& config, std::string identity);
+
+/// The Lease namespace: leader_election.lease_namespace, else the service account's namespace in-cluster,
+/// else kube-system.
+std::string lease_namespace_for(const Configuration& config, const kube::RestConfig& rest);
+
+/// A leader-election identity as client-go makes it: "<hostname>_<random hex>".
+std::string make_identity();
+
+/// Informers + loop + leader election on a client's executor (which must be single-threaded).
+class SchedulerService {
+ public:
+  SchedulerService(std::shared_ptr<kube::Client> client, const Configuration& config, std::string identity,
+                   std::string lease_namespace, LoopClock clock = {});
+  /// co_spawns everything on the client's executor. Call once.
+  void start();
+  /// Stops informers, loop and election (releasing the lease); call on the executor.
+  void stop();
+
+  bool ready() const;    ///< thread-safe
+  bool leading() const;  ///< thread-safe; true when leader election is disabled
+  std::shared_ptr<SchedulingLoop> loop() const { return loop_; }
+
+ private:
+  void on_synced(int which);
+
+  std::shared_ptr<kube::Client> client_;
+  Configuration config_;
+  std::shared_ptr<SchedulingLoop> loop_;
+  std::shared_ptr<LeaderRunner> leader_;  // null when disabled
+  std::vector<std::shared_ptr<kube::Reflector>> reflectors_;
+  int synced_mask_ = 0;
+};
+
+/// SchedulerService with its own io_context thread and client, for `gpuslice serve`.
+class SchedulerProcess {
+ public:
+  /// Loads the client config (--kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config), creates the client with
+  /// scheduler.kube_qps/burst/timeout, and starts the service. Errors name what failed (config, client).
+  static Result<std::unique_ptr<SchedulerProcess>> start(const Configuration& config, std::string identity = {});
+  ~SchedulerProcess();
+  /// Stops and joins (idempotent). Gives the lease up when leading.
+  void stop();
+  bool ready() const { return service_->ready(); }
+  bool leading() const { return service_->leading(); }
+  const std::string& identity() const { return identity_; }
+
+ private:
+  SchedulerProcess() = default;
+  boost::asio::io_context io_;
+  std::shared_ptr<kube::Client> client_;
+  std::shared_ptr<SchedulerService> service_;
+  std::string identity_;
+  std::thread thread_;
+  std::atomic<bool> stopped_{false};
+  bool leader_enabled_ = false;
+};
+
+}  // namespace gpuslice::scheduler

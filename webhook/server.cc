@@ -593,6 +593,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   }
 
   void on_read_error(error_code ec, bool at_start) {
+    if ((ec == http::error::end_of_stream || ec == net::error::eof) && at_start) {
+      // The client ended the session cleanly (TLS close_notify): answer in kind, so it sees a clean close.
+      return do_close();
+    }
     if (ec == http::error::end_of_stream || ec == net::error::eof || ec == ssl::error::stream_truncated ||
         ec == net::error::operation_aborted || ec == net::error::connection_reset) {
       // The client closed (or we are shutting down) between requests: nothing to answer.

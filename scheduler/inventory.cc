@@ -56,6 +56,13 @@ std::string quoted(std::string_view v) {
   return "\"" + std::string(v) + "\"";
 }
 
+// A JSON value as it appears in the annotation (strings keep their quotes), cut to a readable length.
+std::string show(const json::value& v) {
+  std::string s = json::serialize(v);
+  constexpr size_t kMax = 66;
+  return s.size() > kMax ? s.substr(0, kMax) + "..." : s;
+}
+
 struct Where {
   std::string_view node;
   std::string prefix() const {
@@ -101,7 +108,7 @@ Result<std::vector<DeviceInfo>> decode_json(const Where& w, std::string_view tex
   for (const json::value& e : v.get_array()) {
     std::string at = w.prefix() + "devices[" + std::to_string(i) + "]";
     if (!e.is_object()) {
-      return make_error(at + ": " + quoted(json::serialize(e)) + " is not an object");
+      return make_error(at + ": " + show(e) + " is not an object");
     }
     const json::object& o = e.get_object();
     DeviceInfo d;
@@ -116,7 +123,7 @@ Result<std::vector<DeviceInfo>> decode_json(const Where& w, std::string_view tex
       } else if (f->is_uint64() && f->get_uint64() <= uint64_t(hi)) {
         x = static_cast<int64_t>(f->get_uint64());
       } else {
-        return make_error(at + "." + std::string(key) + ": " + quoted(json::serialize(*f)) + " is not an integer");
+        return make_error(at + "." + std::string(key) + ": " + show(*f) + " is not an integer");
       }
       if (x < lo || x > hi) {
         return make_error(at + "." + std::string(key) + ": " + std::to_string(x) + " is out of range");
@@ -130,7 +137,7 @@ Result<std::vector<DeviceInfo>> decode_json(const Where& w, std::string_view tex
         return Status::Ok();
       }
       if (!f->is_string()) {
-        return make_error(at + "." + std::string(key) + ": " + quoted(json::serialize(*f)) + " is not a string");
+        return make_error(at + "." + std::string(key) + ": " + show(*f) + " is not a string");
       }
       dst = std::string(f->get_string());
       return Status::Ok();
@@ -148,7 +155,7 @@ Result<std::vector<DeviceInfo>> decode_json(const Where& w, std::string_view tex
     }
     if (const json::value* h = o.if_contains("health"); h != nullptr && !h->is_null()) {
       if (!h->is_bool()) {
-        return make_error(at + ".health: " + quoted(json::serialize(*h)) + " is not a boolean");
+        return make_error(at + ".health: " + show(*h) + " is not a boolean");
       }
       d.health = h->get_bool();
     }
@@ -226,7 +233,9 @@ Result<std::vector<DeviceInfo>> decode_legacy(const Where& w, std::string_view t
 Result<std::vector<DeviceInfo>> decode_node_devices(std::string_view node_name, std::string_view text) {
   Where w{node_name};
   std::string_view t = trim(text);
-  auto r = (!t.empty() && t.front() == '[') ? decode_json(w, t) : decode_legacy(w, t);
+  // JSON since HAMi v2.8; an object is a malformed JSON registration, not a legacy string.
+  bool is_json = !t.empty() && (t.front() == '[' || t.front() == '{');
+  auto r = is_json ? decode_json(w, t) : decode_legacy(w, t);
   if (!r.ok()) {
     return r;
   }

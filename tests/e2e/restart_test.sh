@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Issue 4 item 6: crash safety. On tenant-a, two extra simulated nodes (4 x A100-80GB each, label
+# gpuslice.io/e2e=restart) take a burst of 30 GPU pods (20000 MiB / 30 %, nodeSelector on that label: 8 cards x 3
+# = 24 fit, 6 cannot). gpuslice is killed with SIGKILL in the middle of the burst, the rest of the burst is created
+# while it is down, then it is restarted (lab/lab.sh start a gpuslice). From the API alone: every pod is bound or
+# explained (PodScheduled=False Unschedulable with a message), exactly the 24 that fit are bound, no card is
+# over-committed, every bound pod reaches bind-phase=success and no node lock is left.
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+NS=e2e-restart
+PODS=${E2E_RESTART_PODS:-30}
+NODES=(e2e-restart-0 e2e-restart-1)
+CAPACITY=24   # 2 nodes x 4 cards x 3 pods of 30 %
+cleanup() {
+  e2e_cleanup
+  use_tenant a
+  kubectl delete node "${NODES[@]}" --ignore-not-found --wait=false >/dev/null 2>&1
+  # gpuslice must be running again whatever happened above.
+  lab_pid a gpuslice >/dev/null || "$LAB" start a gpuslice >/dev/null 2>&1
+}
+trap cleanup EXIT
+
+section "kill -9 of gpuslice mid-burst, restart, check from the API (tenant-a)"
+e2e_ns a "$NS" || { fail "restart: namespace $NS" "kubectl create namespace failed"; exit 1; }
+for n in "${NODES[@]}"; do
+  reg=""
+  for j in 0 1 2 3; do
+    reg+="${reg:+,}{\"id\":\"GPU-$n-$j\",\"index\":$j,\"count\":10,\"devmem\":81920,\"devcore\":100,\"type\":\"NVIDIA A100-SXM4-80GB\",\"mode\":\"hami-core\",\"health\":true}"
+  done
+  kubectl delete node "$n" --ignore-not-found >/dev/null 2>&1
+  kubectl create -f - >/dev/null <<YAML || { fail "restart: node $n" "kubectl create node failed"; exit 1; }
+apiVersion: v1
+kind: Node
+metadata:
+  name: $n
+  labels: {kubernetes.io/hostname: $n, kubernetes.io/os: linux, kubernetes.io/arch: amd64, type: kwok, gpuslice.io/e2e: restart}
+  annotations:
+    kwok.x-k8s.io/node: fake
+    hami.io/node-nvidia-register: '[$reg]'
+status:
+  capacity: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "40"}
+  allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "40"}
+YAML
+done
+node_ready() { [[ $(kubectl get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]; }
+for n in "${NODES[@]}"; do
+  wait_for 30 node_ready "$n" || { fail "restart: node $n Ready" "kwok did not make it Ready in 30 s"; exit 1; }
+done
+
+pid=$(lab_pid a gpuslice) || { fail "restart: gpuslice running before the test" "no PID in $LAB_STATE/pids/a-gpuslice.pid"; exit 1; }
+holder_before=$(lease_holder)
+
+# The burst: one create per pod (explicit schedulerName, so creation succeeds while the webhook is down too:
+# the test is about the scheduler's state, not admission). Kill after a third of them, mid-flight.
+burst_pod() {
+  gpu_pod "$1" 20000 30 | sed 's/^spec:/spec:\n  schedulerName: gpuslice-scheduler\n  nodeSelector: {gpuslice.io\/e2e: restart}/'
+}
+bound_count() { kubectl -n "$NS" get pods -o json | jq '[.items[] | select(.spec.nodeName != null)] | length'; }
+created=0 kill_at=$((PODS / 3)) killed_bound=-1 create_errors=()
+for ((i = 1; i <= PODS; i++)); do
+  out=$(burst_pod "burst-$i" | kubectl -n "$NS" create -f - 2>&1) && created=$((created + 1)) || create_errors+=("burst-$i: $out")
+  if ((i == kill_at)); then
+    kill -KILL "$pid" 2>/dev/null && killed_bound=$(bound_count)
+    note "kill -9 gpuslice (PID $pid) after creating $i pods: $killed_bound bound at that moment"
+  fi
+done
+# Restart (the lab's own start command, same flags) once the whole burst exists.
+sleep 1
+"$LAB" start a gpuslice >/dev/null 2>&1
+newpid=$(lab_pid a gpuslice)
+note "restarted gpuslice: PID ${newpid:-none} (lease holder before the kill: ${holder_before:-none})"
+if ((killed_bound >= 0 && killed_bound < PODS)) && [[ -n $newpid && $newpid != "$pid" ]]; then
+  pass "restart: gpuslice killed mid-burst and restarted" \
+    "SIGKILL PID $pid with $killed_bound/$created pods bound, then $((PODS - kill_at)) more created while down; new PID $newpid"
+else
+  fail "restart: gpuslice killed mid-burst and restarted" "killed_bound=$killed_bound new PID=${newpid:-none}"
+fi
+((created == PODS)) || fail "restart: all $PODS pods created" "${create_errors[*]}"
+
+# Settled: every pod either bound or explained.
+settled() {
+  kubectl -n "$NS" get pods -o json | jq -e --argjson n "$PODS" '
+    [.items[] | select(.spec.nodeName != null or
+      ([.status.conditions[]? | select(.type == "PodScheduled" and .status == "False" and .reason == "Unschedulable"
+        and (.message // "") != "")] | length > 0))] | length == $n' >/dev/null
+}
+t0=$(now_ms)
+if wait_for 90 settled; then
+  note "settled $(( $(now_ms) - t0 )) ms after the restart command"
+fi
+json=$(kubectl -n "$NS" get pods -o json)
+bound=$(jq '[.items[] | select(.spec.nodeName != null)] | length' <<<"$json")
+explained=$(jq '[.items[] | select(.spec.nodeName == null) | select([.status.conditions[]? | select(.type == "PodScheduled"
+  and .reason == "Unschedulable" and (.message // "") != "")] | length > 0)] | length' <<<"$json")
+lost=$(jq -r '[.items[] | select(.spec.nodeName == null) | select([.status.conditions[]? | select(.type == "PodScheduled"
+  and .reason == "Unschedulable")] | length == 0) | .metadata.name] | join(",")' <<<"$json")
+msg=$(jq -r '[.items[] | select(.spec.nodeName == null) | .status.conditions[]? | select(.type == "PodScheduled") | .message][0] // ""' <<<"$json")
+if ((bound + explained == PODS)) && [[ -z $lost ]]; then
+  pass "restart: every pod bound or explained (none lost)" "$bound bound, $explained Pending with a reason, e.g. \"$msg\""
+else
+  fail "restart: every pod bound or explained (none lost)" "$bound bound, $explained explained, neither: ${lost:-?}"
+fi
+if ((bound == CAPACITY)); then
+  pass "restart: exactly the capacity is bound" "$bound bound = 2 nodes x 4 cards x 3 slices of 30%"
+else
+  fail "restart: exactly the capacity is bound" "$bound bound, want $CAPACITY"
+fi
+if out=$(allocation_report); then
+  pass "restart: no card double-booked (sums of hami.io/vgpu-devices-allocated per UUID)" "$(grep -F e2e-restart <<<"$out" | tr '\n' ';')"
+else
+  fail "restart: no card double-booked (sums of hami.io/vgpu-devices-allocated per UUID)" "$out"
+fi
+# Every bound pod's annotations agree with its binding.
+mismatch=$(jq -r '[.items[] | select(.spec.nodeName != null) | select(.metadata.annotations["hami.io/vgpu-node"] != .spec.nodeName
+  or ((.metadata.annotations["hami.io/vgpu-devices-allocated"] // "") | test("^GPU-[^,]+,NVIDIA,20000,30:;$") | not))
+  | .metadata.name] | join(",")' <<<"$json")
+[[ -z $mismatch ]] && pass "restart: bound pods carry matching vgpu-node and devices-allocated" "all $bound" ||
+  fail "restart: bound pods carry matching vgpu-node and devices-allocated" "mismatch: $mismatch"
+all_success() {
+  kubectl -n "$NS" get pods -o json | jq -e '[.items[] | select(.spec.nodeName != null)
+    | select(.metadata.annotations["hami.io/bind-phase"] != "success")] | length == 0' >/dev/null
+}
+if wait_for 30 all_success && wait_for 15 no_node_locks; then
+  pass "restart: all bound pods reach bind-phase=success, no node lock left" "locks: none"
+else
+  fail "restart: all bound pods reach bind-phase=success, no node lock left" \
+    "not success: $(kubectl -n "$NS" get pods -o json | jq -r '[.items[] | select(.spec.nodeName != null)
+      | select(.metadata.annotations["hami.io/bind-phase"] != "success") | "\(.metadata.name)=\(.metadata.annotations["hami.io/bind-phase"])"] | join(",")'); locks: $(node_locks | xargs)"
+fi

@@ -72,6 +72,7 @@ class SchedulerProcess {
   void stop();
   bool ready() const { return service_->ready(); }
   bool leading() const { return service_->leading(); }
+  bool synced() const { return service_->loop()->synced(); }
   const std::string& identity() const { return identity_; }
 
  private:

@@ -1,0 +1,149 @@
+// The scheduler half of `gpuslice serve`: its flags and the component that runs informers, leader election and
+// the scheduling loop (scheduler/loop_service.h). Every replica serves the webhook; only the Lease holder
+// schedules, and /readyz's "leader" check reports whether this replica is that one (when election is on).
+#include "cmd/serve.h"
+#include "common/log.h"
+#include "scheduler/loop_service.h"
+#include "webhook/server.h"
+
+#include <memory>
+
+namespace {
+
+using gpuslice::Configuration;
+using gpuslice::Status;
+
+struct Flags {
+  std::string kubeconfig, node_lock, node_lock_timeout, node_policy, gpu_policy, node_label_selector, kube_timeout,
+      max_backoff, lease_duration, renew_deadline, retry_period, lease_name, lease_namespace, identity;
+  double kube_qps = 0;
+  int kube_burst = 0;
+  bool leader_elect = true;
+};
+
+Status set_duration(const CLI::Option* opt, const std::string& flag, const std::string& text,
+                    std::chrono::milliseconds& out) {
+  if (opt->count() == 0) {
+    return {};
+  }
+  auto d = gpuslice::parse_duration(text);
+  if (!d) {
+    return gpuslice::make_error(flag + ": " + d.message());
+  }
+  out = *d;
+  return {};
+}
+
+class SchedulerComponent final : public gpuslice::cmd::Component {
+ public:
+  SchedulerComponent(const Configuration& config, std::string identity) : config_(config), identity_(identity) {}
+  std::string name() const override { return "scheduler"; }
+
+  Status start(gpuslice::cmd::Runtime& runtime) override {
+    auto p = gpuslice::scheduler::SchedulerProcess::start(config_, identity_);
+    if (!p) {
+      return gpuslice::make_error(p.message());
+    }
+    process_ = std::move(*p);
+    if (runtime.readiness != nullptr) {
+      auto* proc = process_.get();
+      const bool election = config_.scheduler.leader_election.enabled;
+      runtime.readiness->add("informer-sync", [proc]() -> Status {
+        return proc->synced() ? Status{} : gpuslice::make_error("scheduler informers have not synced yet");
+      });
+      if (election) {
+        runtime.readiness->add("leader", [proc]() -> Status {
+          return proc->leading() ? Status{}
+                                 : gpuslice::make_error("not the scheduler leader (identity " + proc->identity() + ")");
+        });
+      }
+    }
+    return {};
+  }
+
+  void stop() override {
+    if (process_) {
+      process_->stop();
+    }
+  }
+
+ private:
+  Configuration config_;
+  std::string identity_;
+  std::unique_ptr<gpuslice::scheduler::SchedulerProcess> process_;
+};
+
+auto g_flags = std::make_shared<Flags>();
+
+gpuslice::cmd::ApplyFlags add_flags(CLI::App& serve) {
+  auto f = g_flags;
+  auto* kubeconfig = serve.add_option("--kubeconfig", f->kubeconfig,
+                                      "kubeconfig (default: $KUBECONFIG, in-cluster, then ~/.kube/config)");
+  auto* node_lock = serve.add_option("--node-lock", f->node_lock,
+                                     "hami: take hami.io/mutex.lock before binding (for HAMi's device plugin); off")
+                        ->check(CLI::IsMember({"hami", "off"}));
+  auto* node_lock_timeout =
+      serve.add_option("--node-lock-timeout", f->node_lock_timeout, "Age after which a node lock is overwritten (5m)");
+  auto* node_policy = serve.add_option("--node-scheduler-policy", f->node_policy, "binpack (default) or spread")
+                          ->check(CLI::IsMember({"binpack", "spread"}));
+  auto* gpu_policy = serve.add_option("--gpu-scheduler-policy", f->gpu_policy, "spread (default) or binpack")
+                         ->check(CLI::IsMember({"binpack", "spread"}));
+  auto* selector = serve.add_option("--node-label-selector", f->node_label_selector,
+                                    "Only nodes matching this label selector are scheduled to");
+  auto* qps = serve.add_option("--kube-qps", f->kube_qps, "Client-side API requests per second (default 50)");
+  auto* burst = serve.add_option("--kube-burst", f->kube_burst, "Client-side API burst (default 100)");
+  auto* timeout = serve.add_option("--kube-timeout", f->kube_timeout, "Deadline of each API request (default 10s)");
+  auto* backoff = serve.add_option("--max-backoff", f->max_backoff, "Cap of an unschedulable pod's retry backoff (10s)");
+  auto* elect = serve.add_option("--leader-elect", f->leader_elect,
+                                 "Elect a leader on a Lease; only the leader schedules (default true)");
+  auto* lease_duration = serve.add_option("--leader-elect-lease-duration", f->lease_duration, "default 15s");
+  auto* renew_deadline = serve.add_option("--leader-elect-renew-deadline", f->renew_deadline, "default 10s");
+  auto* retry_period = serve.add_option("--leader-elect-retry-period", f->retry_period, "default 2s");
+  auto* lease_name = serve.add_option("--leader-elect-resource-name", f->lease_name,
+                                      "Lease name (default gpuslice-scheduler)");
+  auto* lease_ns = serve.add_option("--leader-elect-resource-namespace", f->lease_namespace,
+                                    "Lease namespace (default: the pod's namespace in-cluster, else kube-system)");
+  serve.add_option("--leader-elect-identity", f->identity, "Holder identity (default <hostname>_<random>)");
+  return [=](Configuration& c) -> Status {
+    auto& s = c.scheduler;
+    auto& le = s.leader_election;
+    if (kubeconfig->count()) c.kubeconfig = f->kubeconfig;
+    if (node_lock->count()) s.node_lock = f->node_lock;
+    if (node_policy->count()) s.node_scheduler_policy = f->node_policy;
+    if (gpu_policy->count()) s.gpu_scheduler_policy = f->gpu_policy;
+    if (selector->count()) s.node_label_selector = f->node_label_selector;
+    if (qps->count()) s.kube_qps = f->kube_qps;
+    if (burst->count()) s.kube_burst = f->kube_burst;
+    if (elect->count()) le.enabled = f->leader_elect;
+    if (lease_name->count()) le.lease_name = f->lease_name;
+    if (lease_ns->count()) le.lease_namespace = f->lease_namespace;
+    for (auto st : {set_duration(node_lock_timeout, "--node-lock-timeout", f->node_lock_timeout, s.node_lock_timeout),
+                    set_duration(timeout, "--kube-timeout", f->kube_timeout, s.kube_timeout),
+                    set_duration(backoff, "--max-backoff", f->max_backoff, s.max_backoff),
+                    set_duration(lease_duration, "--leader-elect-lease-duration", f->lease_duration, le.lease_duration),
+                    set_duration(renew_deadline, "--leader-elect-renew-deadline", f->renew_deadline, le.renew_deadline),
+                    set_duration(retry_period, "--leader-elect-retry-period", f->retry_period, le.retry_period)}) {
+      if (!st.ok()) {
+        return st;
+      }
+    }
+    if (le.enabled && !(le.retry_period < le.renew_deadline && le.renew_deadline < le.lease_duration)) {
+      return gpuslice::make_error("leader election: need retry period < renew deadline < lease duration, got " +
+                                  gpuslice::format_duration(le.retry_period) + " / " +
+                                  gpuslice::format_duration(le.renew_deadline) + " / " +
+                                  gpuslice::format_duration(le.lease_duration));
+    }
+    return {};
+  };
+}
+
+std::unique_ptr<gpuslice::cmd::Component> make(const Configuration& config) {
+  if (!config.scheduler.enabled) {
+    return nullptr;
+  }
+  return std::make_unique<SchedulerComponent>(config, g_flags->identity);
+}
+
+GPUSLICE_SERVE_COMPONENT("scheduler", add_flags, make);
+
+}  // namespace

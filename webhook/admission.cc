@@ -3,7 +3,7 @@
 #include "common/base64.h"
 
 #include <boost/json/monotonic_resource.hpp>
-#include <boost/json/parse.hpp>
+#include <boost/json/parser.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <exception>
@@ -50,9 +50,14 @@ std::string_view string_or_empty(const json::object& o, std::string_view key) {
 Result<AdmissionRequest> decode(std::string_view body, json::storage_ptr sp) {
   json::parse_options opt;
   opt.max_depth = kMaxDepth;
+  // json::parse() without the convenience wrapper, to report where the text goes wrong.
+  unsigned char temp[1024];
+  json::parser parser(json::storage_ptr(), opt, temp, sizeof temp);
+  parser.reset(std::move(sp));
   boost::system::error_code ec;
-  json::value doc = json::parse(body, ec, std::move(sp), opt);
-  if (ec) return make_error("malformed JSON: " + ec.message());
+  size_t consumed = parser.write(body.data(), body.size(), ec);
+  if (ec) return make_error("malformed JSON at byte " + std::to_string(consumed) + ": " + ec.message());
+  json::value doc = parser.release();
   json::object* root = doc.if_object();
   if (root == nullptr) return make_error(std::string("not an AdmissionReview: the body is a JSON ") + json_kind(doc));
   const json::value* kind = root->if_contains("kind");
@@ -169,6 +174,10 @@ ReviewReply review(std::string_view body, const Configuration& config) {
     ReviewOutcome outcome = ReviewOutcome::allowed;
     if (req.kind != "Pod") {
       result.message = "not a Pod (request.kind.kind \"" + req.kind + "\"): allowed unchanged";
+    } else if (!req.operation.empty() && req.operation != "CREATE") {
+      // A pod's spec is immutable after creation (and a bound pod has spec.nodeName, which the policy would
+      // deny): only CREATE is mutated, so a configuration that also sends UPDATE cannot block pod updates.
+      result.message = "operation " + req.operation + ": only CREATE is mutated; allowed unchanged";
     } else if (!req.object.is_object()) {
       return plain(400, std::string("request.object is a JSON ") + json_kind(req.object) + ", not a Pod object",
                    ReviewOutcome::rejected);

@@ -127,6 +127,22 @@ TEST_CASE("an object that is not a Pod is allowed unchanged") {
   CHECK_FALSE(r.contains("patchType"));
 }
 
+TEST_CASE("only CREATE is mutated: an UPDATE of a bound GPU pod is allowed unchanged") {
+  auto pod = fixture("single");
+  pod["spec"].as_object()["nodeName"] = "gpu-node-1";
+  std::string body = make_review(boost::json::serialize(pod), "admission.k8s.io/v1", "up-1");
+  ReviewReply create = review(body, Configuration{});
+  CHECK(create.outcome == ReviewOutcome::denied);  // the same object on CREATE is denied (node assigned)
+  std::string update = body;
+  const std::string op = "\"operation\":\"CREATE\"";
+  update.replace(update.find(op), op.size(), "\"operation\":\"UPDATE\"");
+  ReviewReply reply = review(update, Configuration{});
+  CHECK(reply.outcome == ReviewOutcome::allowed);
+  json r = response_of(reply, "admission.k8s.io/v1", "up-1");
+  CHECK(r["allowed"] == true);
+  CHECK_FALSE(r.contains("patch"));
+}
+
 TEST_CASE("malformed bodies get HTTP 400 with a plain-text reason") {
   const std::string pod = fixture_text("single");
   struct Case {
@@ -137,11 +153,12 @@ TEST_CASE("malformed bodies get HTTP 400 with a plain-text reason") {
   std::string deep(200, '[');
   deep += std::string(200, ']');
   std::vector<Case> cases = {
-      {"empty body", "", "malformed JSON"},
-      {"truncated JSON", make_review(pod).substr(0, 100), "malformed JSON"},
-      {"trailing garbage", make_review(pod) + "x", "malformed JSON"},
-      {"invalid UTF-8", "{\"kind\":\"\xff\"}", "malformed JSON"},
-      {"nesting too deep", deep, "malformed JSON"},
+      {"empty body", "", "malformed JSON at byte 0: incomplete JSON"},
+      {"truncated JSON", make_review(pod).substr(0, 100), "malformed JSON at byte 100: incomplete JSON"},
+      {"trailing garbage", make_review(pod) + " x",
+       "malformed JSON at byte " + std::to_string(make_review(pod).size() + 1) + ": extra data"},
+      {"invalid UTF-8", "{\"kind\":\"\xff\"}", "malformed JSON at byte 9: syntax error"},
+      {"nesting too deep", deep, "malformed JSON at byte 64: too deep"},
       {"not an object", "[1,2,3]", "not an AdmissionReview: the body is a JSON array"},
       {"a Pod, not a review", pod, "not an AdmissionReview: kind \"Pod\""},
       {"no kind", R"({"apiVersion":"admission.k8s.io/v1","request":{}})", "not an AdmissionReview: kind is missing"},

@@ -878,9 +878,16 @@ Status Server::start() {
   if (!s.handler) {
     return make_error("webhook server: no review handler");
   }
-  auto ep = parse_endpoint("webhook-bind-address", s.options.bind_address);
-  if (!ep.ok()) {
-    return ep.error();
+  // An empty bind address runs the probe listener alone (e.g. `serve --enable-webhook=false` with the
+  // scheduler): no TLS listener, no certificate.
+  const bool tls_enabled = !s.options.bind_address.empty();
+  std::optional<tcp::endpoint> tls_ep;
+  if (tls_enabled) {
+    auto ep = parse_endpoint("webhook-bind-address", s.options.bind_address);
+    if (!ep.ok()) {
+      return ep.error();
+    }
+    tls_ep = *ep;
   }
   std::optional<tcp::endpoint> plain_ep;
   if (!s.options.health_bind_address.empty()) {
@@ -890,19 +897,30 @@ Status Server::start() {
     }
     plain_ep = *p;
   }
-  {
-    std::lock_guard lock(s.watch_mutex);
-    // Stamps first, then the load: a rotation between the two is seen by the next poll.
-    s.watcher.emplace(std::vector<std::string>{s.options.tls_cert_file, s.options.tls_private_key_file},
-                      s.options.stat);
+  if (!tls_ep && !plain_ep) {
+    return make_error("webhook-bind-address: \"\" and health-bind-address: \"\": nothing to serve");
   }
-  auto ctx = make_tls_context(s.options.tls_cert_file, s.options.tls_private_key_file);
-  if (!ctx.ok()) {
-    return ctx.error();
+  if (tls_enabled) {
+    if (s.options.tls_cert_file.empty() || s.options.tls_private_key_file.empty()) {
+      return make_error("tls-cert-file: \"" + s.options.tls_cert_file + "\", tls-private-key-file: \"" +
+                        s.options.tls_private_key_file + "\": both are required to serve the webhook");
+    }
+    {
+      std::lock_guard lock(s.watch_mutex);
+      // Stamps first, then the load: a rotation between the two is seen by the next poll.
+      s.watcher.emplace(std::vector<std::string>{s.options.tls_cert_file, s.options.tls_private_key_file},
+                        s.options.stat);
+    }
+    auto ctx = make_tls_context(s.options.tls_cert_file, s.options.tls_private_key_file);
+    if (!ctx.ok()) {
+      return ctx.error();
+    }
+    s.tls = std::move(*ctx);
+    s.tls_generation = 1;
+    s.m.reloads.with({"success"}).inc();
+  } else {
+    s.readiness.remove("tls-certificate");
   }
-  s.tls = std::move(*ctx);
-  s.tls_generation = 1;
-  s.m.reloads.with({"success"}).inc();
 
   auto listen = [&](std::optional<tcp::acceptor>& acc, const tcp::endpoint& e, const std::string& field,
                     uint16_t& port) -> Status {
@@ -925,8 +943,10 @@ Status Server::start() {
     port = acc->local_endpoint(ec).port();
     return Status::Ok();
   };
-  if (auto st = listen(s.tls_acceptor, *ep, "webhook-bind-address", s.tls_port); !st.ok()) {
-    return st;
+  if (tls_ep) {
+    if (auto st = listen(s.tls_acceptor, *tls_ep, "webhook-bind-address", s.tls_port); !st.ok()) {
+      return st;
+    }
   }
   if (plain_ep) {
     if (auto st = listen(s.plain_acceptor, *plain_ep, "health-bind-address", s.plain_port); !st.ok()) {
@@ -938,7 +958,9 @@ Status Server::start() {
   s.control.emplace(net::make_strand(*s.ioc));
   s.poll_timer.emplace(*s.control);
   net::dispatch(*s.control, [st = state_] { st->schedule_poll(); });
-  s.do_accept(*s.tls_acceptor, true);
+  if (s.tls_acceptor) {
+    s.do_accept(*s.tls_acceptor, true);
+  }
   if (s.plain_acceptor) {
     s.do_accept(*s.plain_acceptor, false);
   }

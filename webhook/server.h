@@ -42,7 +42,7 @@ namespace gpuslice::webhook {
 using ReviewHandler = std::function<ReviewReply(std::string_view body)>;
 
 struct ServerOptions {
-  std::string bind_address = "127.0.0.1:0";  ///< HOST:PORT of the TLS listener; port 0 picks one
+  std::string bind_address = "127.0.0.1:0";  ///< HOST:PORT of the TLS listener; port 0 picks one; empty: none
   std::string health_bind_address;           ///< plain-HTTP probes + /metrics; empty: none
   std::string tls_cert_file;                 ///< PEM chain, leaf first
   std::string tls_private_key_file;          ///< PEM key

@@ -1,0 +1,1 @@
+target_link_libraries(gpuslice PRIVATE gpuslice_certs)

@@ -65,6 +65,7 @@ gpuslice_bin() {
   echo "$REPO/build/release/cmd/gpuslice"
 }
 # True when the binary lists subcommand $1 (`gpuslice X --help` exits 0 for any X, so read the list).
+gpuslice_serve_has() { "$(gpuslice_bin)" serve --help 2>/dev/null | grep -qE "^ +$1[ ,=]"; }
 gpuslice_has() { local b; b=$(gpuslice_bin); [[ -x $b ]] && "$b" --help 2>/dev/null | grep -qE "^ +$1( |$)"; }
 
 # ===========================================================================================================
@@ -76,8 +77,9 @@ gpuslice_has() { local b; b=$(gpuslice_bin); [[ -x $b ]] && "$b" --help 2>/dev/n
 gpuslice_serve_cmd() {
   local t=$1 d; d=$(tdir "$1")
   printf '%s\n' "$(gpuslice_bin)" serve \
-    --config="$d/gpuslice-config.yaml" \
-    --kubeconfig="$d/gpuslice.kubeconfig"
+    --config="$d/gpuslice-config.yaml"
+  # --kubeconfig exists only when the scheduler loop is built in (the config file names it too).
+  if gpuslice_serve_has --kubeconfig; then printf '%s\n' --kubeconfig="$d/gpuslice.kubeconfig"; fi
 }
 mock_device_agent_cmd() {
   local t=$1 d; d=$(tdir "$1")
@@ -416,10 +418,20 @@ start_gpuslice() {
   else
     log "  tenant $t: no 'mock-device-agent' subcommand in $(gpuslice_bin): HAMi node locks will not be released"
   fi
-  wait_until 30 "tenant $t gpuslice /readyz" \
-    ip netns exec "$ns" curl -sf --cacert "$d/webhook-certs/ca.crt" --resolve "gpuslice-webhook.gpuslice-system.svc:$WEBHOOK_PORT:127.0.0.1" \
-    "https://gpuslice-webhook.gpuslice-system.svc:$WEBHOOK_PORT/readyz" ||
-    log "  WARNING: gpuslice of tenant $t is not ready (lab.sh logs $t gpuslice)"
+  local why=""
+  if ! wait_until 30 "tenant $t gpuslice /readyz" gpuslice_ready "$t"; then why="is not ready"
+  elif ! proc_alive "$t-gpuslice"; then why="exited"; fi
+  [[ -z $why ]] ||
+    log "  WARNING: gpuslice of tenant $t $why (lab.sh logs $t gpuslice): $(tail -n 3 "$STATE/logs/$t-gpuslice.log" | tr '\n' ' ')"
+}
+# Ready = /readyz answers 200 over TLS for the Service's name with the caBundle's CA (so SAN and CA are right
+# too). A dead process is final: stop waiting at once.
+gpuslice_ready() {
+  local t=$1 d; d=$(tdir "$1")
+  proc_alive "$t-gpuslice" || return 0
+  ip netns exec "$(netns_of "$t")" curl -sf --cacert "$d/webhook-certs/ca.crt" \
+    --resolve "gpuslice-webhook.gpuslice-system.svc:$WEBHOOK_PORT:127.0.0.1" \
+    "https://gpuslice-webhook.gpuslice-system.svc:$WEBHOOK_PORT/readyz"
 }
 
 nodes_ready() {

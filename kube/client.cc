@@ -693,7 +693,8 @@ awaitable<ApiResult<WatchResult>> run_watch(Stream& stream, Connection& conn, co
     parser.get().body().data = buf.data();
     parser.get().body().size = buf.size();
     conn.lowest().expires_at(deadline);
-    auto [rec, rn] = co_await http::async_read(stream, conn.buffer, parser, kTuple);
+    // read_some, not read: read() returns only when the 64 KiB body buffer is full, holding events back.
+    auto [rec, rn] = co_await http::async_read_some(stream, conn.buffer, parser, kTuple);
     (void)rn;
     if (rec == http::error::need_buffer) {
       rec = {};

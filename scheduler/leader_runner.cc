@@ -132,8 +132,13 @@ asio::awaitable<void> LeaderRunner::run() {
       log::warning("lease read failed", {{"lease", ns + "/" + name}, {"error", got.error().to_string()}});
     }
     if (observed && plan.op != LeaderElector::Op::none) {
-      auto written = plan.op == LeaderElector::Op::create ? co_await client_->create_lease(lease_to_kube(plan.desired))
-                                                          : co_await client_->update_lease(lease_to_kube(plan.desired));
+      // Two statements, not `cond ? co_await a : co_await b`: g++-12 destroys the wrong temporary there.
+      kube::ApiResult<kube::Lease> written = kube::ApiError{};
+      if (plan.op == LeaderElector::Op::create) {
+        written = co_await client_->create_lease(lease_to_kube(plan.desired));
+      } else {
+        written = co_await client_->update_lease(lease_to_kube(plan.desired));
+      }
       if (written) {
         elector_.on_write(LeaderElector::WriteResult::ok, lease_from_kube(*written), clock_.steady());
       } else if (written.error().is_conflict()) {

@@ -669,7 +669,7 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
   auto& m = Metrics::get();
   const PodKey key = b->key;
   const std::string& node = b->decision.node;
-  enum class Outcome { bound, gone, retry } outcome = Outcome::retry;
+  enum class Outcome { bound, gone, retry, conflict } outcome = Outcome::retry;
   bool lock_taken = false;
   std::string failure;
 
@@ -686,8 +686,16 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
         if (r.error().is_not_found()) {
           outcome = Outcome::gone;
         } else if (r.error().is_conflict()) {
+          // Usually our own PodScheduled patch (or another writer) moved the resourceVersion and its watch event
+          // has not arrived yet. Read the pod now and decide again at once rather than after a backoff.
           ++stats_.conflicts;
-          failure = "pod changed since the decision (resourceVersion " + b->resource_version + ")";
+          outcome = Outcome::conflict;
+          auto fresh = co_await api_->get_pod(key.ns, key.name);
+          if (fresh) {
+            apply_pod(*fresh, false);
+          } else if (fresh.error().is_not_found()) {
+            outcome = Outcome::gone;
+          }
         } else {
           failure = "annotating pod: " + r.error().to_string();
         }
@@ -724,7 +732,24 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
   binders_.erase(key);
   m.binds_in_flight.with({}).set(static_cast<double>(binders_.size()));
   const auto now = options_.clock.steady();
+  if (outcome != Outcome::conflict) {
+    conflict_retries_.erase(key);
+  }
   switch (outcome) {
+    case Outcome::conflict:
+      snapshot_.forget(key.ns, key.name);
+      if (!pending_.count(key)) {
+        queue_.done(key);  // bound or gone meanwhile
+      } else if (++conflict_retries_[key] <= 3) {
+        queue_.done(key);
+        (void)queue_.add(key, now);
+      } else {
+        conflict_retries_.erase(key);
+        ++stats_.errors;
+        m.attempts.with({"error"}).inc();
+        queue_.done_error(key, now);
+      }
+      break;
     case Outcome::bound: {
       ++stats_.scheduled;
       m.attempts.with({"scheduled"}).inc();
@@ -759,9 +784,10 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
         co_await release_lock(node, key.ns, key.name, "bind failed");
       }
       snapshot_.forget(key.ns, key.name);
-      queue_.done_error(key, options_.clock.steady());
-      // Capacity the assumption held may be free again for others.
+      // Capacity the assumption held may be free again for others; this pod itself backs off (done_error
+      // ignores the move while it is in flight, so a failing API cannot make it spin).
       queue_.move_all_to_active(options_.clock.steady());
+      queue_.done_error(key, options_.clock.steady());
       break;
   }
   wake();
@@ -1063,6 +1089,9 @@ void SchedulingLoop::sweep() {
   }
   for (auto it = reported_.begin(); it != reported_.end();) {
     it = pending_.count(it->first) ? std::next(it) : reported_.erase(it);
+  }
+  for (auto it = conflict_retries_.begin(); it != conflict_retries_.end();) {
+    it = pending_.count(it->first) ? std::next(it) : conflict_retries_.erase(it);
   }
   // Offer again pods the queue refused when it was full.
   if (queue_.size() < pending_.size() + binders_.size()) {

@@ -188,6 +188,7 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
     SteadyTime at{};
   };
   std::map<PodKey, Reported> reported_;  // last FailedScheduling per pod (rate limit)
+  std::map<PodKey, int> conflict_retries_;  // immediate re-decisions after a 409, bounded
   std::map<std::string, std::vector<std::shared_ptr<boost::asio::steady_timer>>> node_waiters_;
   std::size_t side_effects_ = 0;
 

@@ -1,0 +1,247 @@
+#pragma once
+// An in-memory API server for the loop's seam (LoopApi): pods and nodes with resourceVersions, RFC 7386 merge
+// patches with the metadata.resourceVersion precondition (409 on mismatch), pods/binding (409 when bound),
+// pods/status conditions and Events recorded. Every write is delivered to the subscribers as a watch event
+// through the executor (so, as with a real watch, the writer sees its own change a moment later). Faults can be
+// injected per call. Test-only.
+
+#include "scheduler/loop_api.h"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/json.hpp>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gpuslice::scheduler::testing {
+
+inline void merge_patch(boost::json::object& target, const boost::json::object& patch) {
+  for (const auto& [k, v] : patch) {
+    if (v.is_null()) {
+      target.erase(k);
+    } else if (v.is_object()) {
+      auto* existing = target.if_contains(k);
+      if (existing == nullptr || !existing->is_object()) {
+        target[k] = boost::json::object{};
+      }
+      merge_patch(target[k].as_object(), v.get_object());
+    } else {
+      target[k] = v;
+    }
+  }
+}
+
+class FakeApi : public LoopApi {
+ public:
+  using Sink = std::function<void(const kube::ReflectorEvent&)>;
+
+  explicit FakeApi(boost::asio::any_io_executor ex) : ex_(std::move(ex)) {}
+
+  // ---- state ----
+  std::map<std::string, boost::json::object> pods;   // "ns/name"
+  std::map<std::string, boost::json::object> nodes;  // name
+  std::vector<std::pair<std::string, kube::PodCondition>> conditions;
+  std::vector<kube::EventRecord> events;
+  int64_t rv = 100;
+  int binds = 0;
+  /// Returns an error to inject for a call ("patch_pod ns/name", "patch_node n", "bind ns/name", ...), or none.
+  std::function<std::optional<kube::ApiError>(const std::string& call)> fault;
+  std::vector<std::string> calls;
+
+  void subscribe_pods(Sink s) { pod_sinks_.push_back(std::move(s)); }
+  void subscribe_nodes(Sink s) { node_sinks_.push_back(std::move(s)); }
+
+  // ---- direct mutations (the "user" and kubelet side), delivered as watch events ----
+  void put_node(boost::json::object node) {
+    const std::string name = kube::name_of(node);
+    node["metadata"].as_object()["resourceVersion"] = std::to_string(++rv);
+    const bool existed = nodes.count(name) != 0;
+    nodes[name] = node;
+    deliver(node_sinks_, existed ? kube::ReflectorEventType::modified : kube::ReflectorEventType::added, node);
+  }
+  void put_pod(boost::json::object pod) {
+    const std::string key = kube::namespace_of(pod) + "/" + kube::name_of(pod);
+    auto& meta = pod["metadata"].as_object();
+    meta["resourceVersion"] = std::to_string(++rv);
+    if (!meta.contains("uid")) {
+      meta["uid"] = "uid-" + key;
+    }
+    const bool existed = pods.count(key) != 0;
+    pods[key] = pod;
+    deliver(pod_sinks_, existed ? kube::ReflectorEventType::modified : kube::ReflectorEventType::added, pod);
+  }
+  void delete_pod(const std::string& key) {
+    auto it = pods.find(key);
+    if (it == pods.end()) {
+      return;
+    }
+    auto obj = it->second;
+    pods.erase(it);
+    deliver(pod_sinks_, kube::ReflectorEventType::deleted, obj);
+  }
+  /// The first list of every informer.
+  void relist() {
+    std::vector<boost::json::object> p;
+    for (auto& [k, v] : pods) {
+      p.push_back(v);
+    }
+    std::vector<boost::json::object> n;
+    for (auto& [k, v] : nodes) {
+      n.push_back(v);
+    }
+    kube::ReflectorEvent ep;
+    ep.type = kube::ReflectorEventType::relisted;
+    ep.items = &p;
+    for (auto& s : pod_sinks_) {
+      s(ep);
+    }
+    kube::ReflectorEvent en;
+    en.type = kube::ReflectorEventType::relisted;
+    en.items = &n;
+    for (auto& s : node_sinks_) {
+      s(en);
+    }
+  }
+
+  // ---- LoopApi ----
+  Task<kube::ApiResult<Object>> patch_pod(std::string ns, std::string name, std::string patch) override {
+    const std::string key = ns + "/" + name;
+    if (auto e = injected("patch_pod " + key)) {
+      co_return *e;
+    }
+    auto it = pods.find(key);
+    if (it == pods.end()) {
+      co_return not_found("pods", name);
+    }
+    auto r = apply(it->second, patch);
+    if (!r) {
+      co_return r.error();
+    }
+    deliver(pod_sinks_, kube::ReflectorEventType::modified, it->second);
+    co_return it->second;
+  }
+  Task<kube::ApiResult<Object>> patch_node(std::string name, std::string patch) override {
+    if (auto e = injected("patch_node " + name)) {
+      co_return *e;
+    }
+    auto it = nodes.find(name);
+    if (it == nodes.end()) {
+      co_return not_found("nodes", name);
+    }
+    auto r = apply(it->second, patch);
+    if (!r) {
+      co_return r.error();
+    }
+    deliver(node_sinks_, kube::ReflectorEventType::modified, it->second);
+    co_return it->second;
+  }
+  Task<kube::ApiResult<Object>> get_pod(std::string ns, std::string name) override {
+    calls.push_back("get_pod " + ns + "/" + name);
+    auto it = pods.find(ns + "/" + name);
+    if (it == pods.end()) {
+      co_return not_found("pods", name);
+    }
+    co_return it->second;
+  }
+  Task<kube::ApiResult<Object>> get_node(std::string name) override {
+    calls.push_back("get_node " + name);
+    auto it = nodes.find(name);
+    if (it == nodes.end()) {
+      co_return not_found("nodes", name);
+    }
+    co_return it->second;
+  }
+  Task<kube::ApiStatus> bind(std::string ns, std::string name, std::string node, std::string uid) override {
+    const std::string key = ns + "/" + name;
+    if (auto e = injected("bind " + key)) {
+      co_return *e;
+    }
+    auto it = pods.find(key);
+    if (it == pods.end()) {
+      co_return not_found("pods", name);
+    }
+    if (!uid.empty() && kube::uid_of(it->second) != uid) {
+      co_return kube::ApiError{409, "Conflict", "uid precondition failed"};
+    }
+    if (!kube::string_at(it->second, "/spec/nodeName").empty()) {
+      co_return kube::ApiError{409, "Conflict", "pod " + name + " is already assigned to a node"};
+    }
+    it->second["spec"].as_object()["nodeName"] = node;
+    it->second["metadata"].as_object()["resourceVersion"] = std::to_string(++rv);
+    ++binds;
+    deliver(pod_sinks_, kube::ReflectorEventType::modified, it->second);
+    co_return kube::ApiStatus{};
+  }
+  Task<kube::ApiResult<Object>> patch_condition(std::string ns, std::string name,
+                                                kube::PodCondition condition) override {
+    const std::string key = ns + "/" + name;
+    auto it = pods.find(key);
+    if (it == pods.end()) {
+      co_return not_found("pods", name);
+    }
+    conditions.emplace_back(key, condition);
+    auto& status = it->second["status"].as_object();
+    status["conditions"] = boost::json::array{boost::json::object{
+        {"type", condition.type}, {"status", condition.status}, {"reason", condition.reason},
+        {"message", condition.message}}};
+    it->second["metadata"].as_object()["resourceVersion"] = std::to_string(++rv);
+    deliver(pod_sinks_, kube::ReflectorEventType::modified, it->second);
+    co_return it->second;
+  }
+  Task<kube::ApiResult<Object>> create_event(kube::EventRecord event) override {
+    events.push_back(event);
+    co_return Object{};
+  }
+
+ private:
+  std::optional<kube::ApiError> injected(const std::string& call) {
+    calls.push_back(call);
+    if (fault) {
+      return fault(call);
+    }
+    return std::nullopt;
+  }
+  static kube::ApiError not_found(const std::string& kind, const std::string& name) {
+    return kube::ApiError{404, "NotFound", kind + " \"" + name + "\" not found"};
+  }
+  kube::ApiResult<bool> apply(boost::json::object& target, const std::string& patch_text) {
+    boost::json::error_code ec;
+    auto pv = boost::json::parse(patch_text, ec);
+    if (ec || !pv.is_object()) {
+      return kube::ApiError{400, "BadRequest", "bad patch"};
+    }
+    auto patch = pv.get_object();
+    auto& meta = target["metadata"].as_object();
+    if (auto* pm = patch.if_contains("metadata"); pm != nullptr && pm->is_object()) {
+      if (auto* prv = pm->get_object().if_contains("resourceVersion")) {
+        if (*prv != meta["resourceVersion"]) {
+          return kube::ApiError{409, "Conflict", "the object has been modified"};
+        }
+        pm->as_object().erase("resourceVersion");
+      }
+    }
+    merge_patch(target, patch);
+    target["metadata"].as_object()["resourceVersion"] = std::to_string(++rv);
+    return true;
+  }
+  void deliver(std::vector<Sink>& sinks, kube::ReflectorEventType type, const boost::json::object& obj) {
+    boost::asio::post(ex_, [&sinks, type, obj] {
+      kube::ReflectorEvent e;
+      e.type = type;
+      e.object = &obj;
+      e.resource_version = kube::resource_version_of(obj);
+      for (auto& s : sinks) {
+        s(e);
+      }
+    });
+  }
+
+  boost::asio::any_io_executor ex_;
+  std::vector<Sink> pod_sinks_;
+  std::vector<Sink> node_sinks_;
+};
+
+}  // namespace gpuslice::scheduler::testing

@@ -1,0 +1,476 @@
+// The scheduling loop against an in-memory API (loop_fake_api.h): decisions carried out with annotations, node
+// lock and binding; no fit reported; freed capacity reused on the deletion event; stale locks released; restart
+// from API state without double booking; 409 on the annotation patch retried; nothing written while inactive.
+// The mock device agent runs on the same fake so the HAMi lock protocol completes.
+#include "scheduler/loop.h"
+#include "scheduler/mock_agent.h"
+
+#include "loop_fake_api.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+
+using namespace gpuslice;
+using namespace gpuslice::scheduler;
+using namespace gpuslice::scheduler::testing;
+namespace json = boost::json;
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+namespace {
+
+json::object make_node(const std::string& name, const std::string& uuid, int mem = 81920) {
+  std::string reg = R"([{"id":")" + uuid + R"(","count":10,"devmem":)" + std::to_string(mem) +
+                    R"(,"devcore":100,"type":"NVIDIA A100-SXM4-80GB","mode":"hami-core","health":true}])";
+  return json::object{
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata", json::object{{"name", name},
+                                {"labels", json::object{{"kubernetes.io/hostname", name}}},
+                                {"annotations", json::object{{"hami.io/node-nvidia-register", reg}}}}},
+      {"spec", json::object{}},
+      {"status", json::object{{"allocatable", json::object{{"cpu", "32"},
+                                                           {"memory", "256Gi"},
+                                                           {"pods", "110"},
+                                                           {"nvidia.com/gpu", "10"}}}}}};
+}
+
+json::object make_pod(const std::string& name, int mem, int cores, const std::string& sched = "gpuslice-scheduler") {
+  json::object limits{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", std::to_string(mem)},
+                      {"nvidia.com/gpucores", std::to_string(cores)}};
+  return json::object{
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", json::object{{"name", name}, {"namespace", "default"}}},
+      {"spec", json::object{{"schedulerName", sched},
+                            {"containers", json::array{json::object{
+                                               {"name", "cuda"},
+                                               {"image", "pause"},
+                                               {"resources", json::object{{"limits", limits}}}}}}}},
+      {"status", json::object{{"phase", "Pending"}}}};
+}
+
+std::string ann(const json::object& o, const std::string& key) {
+  const auto* a = o.at("metadata").as_object().if_contains("annotations");
+  if (a == nullptr) {
+    return {};
+  }
+  const auto* v = a->as_object().if_contains(key);
+  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+}
+
+struct Harness {
+  asio::io_context io;
+  std::shared_ptr<FakeApi> api = std::make_shared<FakeApi>(io.get_executor());
+  std::shared_ptr<SchedulingLoop> loop;
+  std::shared_ptr<MockDeviceAgent> agent;
+  WallTime wall_now{std::chrono::seconds(1796024904)};
+
+  explicit Harness(const std::string& node_lock = "hami", bool with_agent = true) {
+    LoopOptions o;
+    o.scheduler.node_lock = node_lock;
+    o.scheduler.max_backoff = 2000ms;
+    o.identity = "test";
+    o.lock_wait = 5000ms;
+    // Wall time is injected (annotations and locks); steady time stays real because Asio timers use it.
+    o.clock.wall = [this] { return wall_now; };
+    loop = std::make_shared<SchedulingLoop>(io.get_executor(), o, api);
+    api->subscribe_pods([this](const kube::ReflectorEvent& e) { loop->on_pod_event(e); });
+    api->subscribe_nodes([this](const kube::ReflectorEvent& e) { loop->on_node_event(e); });
+    if (with_agent) {
+      agent = std::make_shared<MockDeviceAgent>(io.get_executor(), api);
+      api->subscribe_nodes([this](const kube::ReflectorEvent& e) { agent->on_node_event(e); });
+      api->subscribe_pods([this](const kube::ReflectorEvent& e) { agent->on_pod_event(e); });
+    }
+  }
+
+  void start(bool active = true) {
+    api->relist();
+    kube::ReflectorEvent q;
+    q.type = kube::ReflectorEventType::relisted;
+    std::vector<json::object> none;
+    q.items = &none;
+    loop->on_quota_event(q);
+    loop->set_synced(true);
+    loop->set_active(active);
+    asio::co_spawn(io, loop->run(), asio::detached);
+  }
+
+  /// Runs the executor until `done` holds (checked between handlers), with a generous cap so a bug fails the
+  /// test instead of hanging it. No assertion depends on how long this takes.
+  bool run_until(const std::function<bool()>& done, std::chrono::seconds cap = 20s) {
+    const auto end = std::chrono::steady_clock::now() + cap;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > end) {
+        return false;
+      }
+      io.run_for(5ms);
+      io.restart();
+    }
+    return true;
+  }
+
+  void finish() {
+    loop->stop();
+    io.run_for(50ms);
+  }
+
+  std::string node_of(const std::string& key) {
+    auto it = api->pods.find(key);
+    return it == api->pods.end() ? std::string() : kube::string_at(it->second, "/spec/nodeName");
+  }
+  bool quiet() { return loop->binds_in_flight() == 0 && (!agent || agent->in_flight() == 0); }
+};
+
+// Sum of cores and memory per card over the API's pods (from -allocated, the durable record), pods not finished.
+std::map<std::string, std::pair<int64_t, int64_t>> card_usage(const FakeApi& api) {
+  std::map<std::string, std::pair<int64_t, int64_t>> out;
+  for (const auto& [key, pod] : api.pods) {
+    const std::string alloc = ann(pod, "hami.io/vgpu-devices-allocated");
+    if (alloc.empty()) {
+      continue;
+    }
+    auto devs = decode_pod_devices(alloc);
+    REQUIRE(devs.ok());
+    for (const auto& slot : *devs) {
+      for (const auto& d : slot) {
+        out[d.uuid].first += d.mem_mib;
+        out[d.uuid].second += d.cores;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("loop: seed scenario binds three sharing pods and reports the fourth", "[loop]") {
+  Harness h;
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  for (int i = 1; i <= 4; ++i) {
+    h.api->put_pod(make_pod("share-" + std::to_string(i), 20000, 30));
+  }
+  h.io.run_for(5ms);
+  h.io.restart();
+  h.start();
+  REQUIRE(h.run_until([&] { return h.api->binds == 3 && !h.api->conditions.empty() && h.quiet(); }));
+
+  int bound = 0;
+  for (int i = 1; i <= 4; ++i) {
+    const std::string key = "default/share-" + std::to_string(i);
+    const auto& pod = h.api->pods.at(key);
+    if (!h.node_of(key).empty()) {
+      ++bound;
+      CHECK(h.node_of(key) == "gpu-0");
+      CHECK(ann(pod, "hami.io/vgpu-node") == "gpu-0");
+      CHECK(ann(pod, "hami.io/vgpu-devices-allocated") == "GPU-a,NVIDIA,20000,30:;");
+      CHECK(ann(pod, "hami.io/vgpu-time") == "1796024904");
+      CHECK(ann(pod, "hami.io/bind-time") == "1796024904");
+      CHECK(pod.at("metadata").at("labels").at("hami.io/vgpu-node") == "gpu-0");
+      // The agent completed Allocate: entries consumed, success.
+      CHECK(ann(pod, "hami.io/vgpu-devices-to-allocate") == ";");
+      CHECK(ann(pod, "hami.io/bind-phase") == "success");
+    }
+  }
+  CHECK(bound == 3);
+  auto usage = card_usage(*h.api);
+  CHECK(usage["GPU-a"].second <= 100);
+  // The unbound one says why, HAMi's way.
+  bool found = false;
+  for (const auto& [key, c] : h.api->conditions) {
+    if (h.node_of(key).empty()) {
+      found = true;
+      CHECK(c.type == "PodScheduled");
+      CHECK(c.status == "False");
+      CHECK(c.reason == "Unschedulable");
+      CHECK(c.message == "0/1 nodes are available: 1 CardInsufficientCore.");
+    }
+  }
+  CHECK(found);
+  REQUIRE(h.run_until([&] {
+    int failed = 0, filtering = 0, scheduled = 0;
+    for (const auto& e : h.api->events) {
+      failed += e.reason == "FailedScheduling";
+      filtering += e.reason == "FilteringFailed";
+      scheduled += e.reason == "Scheduled";
+    }
+    return failed >= 1 && filtering >= 1 && scheduled == 3;
+  }));
+  // Locks were taken for each bind and all released by the agent.
+  CHECK(h.loop->stats().locks_taken == 3);
+  CHECK(ann(h.api->nodes.at("gpu-0"), "hami.io/mutex.lock").empty());
+  h.finish();
+}
+
+TEST_CASE("loop: deleting a sharing pod gets the pending one bound (event-driven requeue)", "[loop]") {
+  Harness h;
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  for (int i = 1; i <= 4; ++i) {
+    h.api->put_pod(make_pod("share-" + std::to_string(i), 20000, 30));
+  }
+  h.start();
+  REQUIRE(h.run_until([&] { return h.api->binds == 3 && h.quiet(); }));
+  std::string pending;
+  std::string victim;
+  for (int i = 1; i <= 4; ++i) {
+    const std::string key = "default/share-" + std::to_string(i);
+    (h.node_of(key).empty() ? pending : victim) = key;
+  }
+  REQUIRE(!pending.empty());
+  // Let it back off to its cap first: the deletion must not wait for the backoff.
+  h.run_until([&] { return h.loop->queue().attempts({"default", pending.substr(8)}) >= 3; });
+  h.api->delete_pod(victim);
+  REQUIRE(h.run_until([&] { return !h.node_of(pending).empty() && h.quiet(); }));
+  CHECK(h.node_of(pending) == "gpu-0");
+  CHECK(card_usage(*h.api)["GPU-a"].second <= 100);
+  h.finish();
+}
+
+TEST_CASE("loop: a lock owned by a deleted pod is released and the node used", "[loop][node_lock]") {
+  Harness h("hami", /*with_agent=*/false);
+  auto node = make_node("gpu-0", "GPU-a");
+  node["metadata"].as_object()["annotations"].as_object()["hami.io/mutex.lock"] =
+      format_node_lock(h.wall_now - 30s, "default", "ghost");
+  h.api->put_node(node);
+  h.api->put_pod(make_pod("p", 1000, 10));
+  h.start();
+  REQUIRE(h.run_until([&] { return !h.node_of("default/p").empty(); }));
+  // The ghost was looked up (not in the cache) and found gone; the lock now names p (no agent runs here).
+  CHECK(std::find(h.api->calls.begin(), h.api->calls.end(), "get_pod default/ghost") != h.api->calls.end());
+  CHECK(ann(h.api->nodes.at("gpu-0"), "hami.io/mutex.lock") == format_node_lock(h.wall_now, "default", "p"));
+  h.finish();
+}
+
+TEST_CASE("loop: a live lock holder makes the binder wait until the lock is released", "[loop][node_lock]") {
+  Harness h("hami", /*with_agent=*/false);
+  auto node = make_node("gpu-0", "GPU-a");
+  node["metadata"].as_object()["annotations"].as_object()["hami.io/mutex.lock"] =
+      format_node_lock(h.wall_now - 10s, "default", "holder");
+  h.api->put_node(node);
+  // The holder is bound to the node and waiting for Allocate: a live owner.
+  auto holder = make_pod("holder", 1000, 10);
+  holder["spec"].as_object()["nodeName"] = "gpu-0";
+  holder["metadata"].as_object()["annotations"] = json::object{
+      {"hami.io/vgpu-node", "gpu-0"}, {"hami.io/bind-phase", "allocating"},
+      {"hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,1000,10:;"},
+      {"hami.io/vgpu-devices-to-allocate", "GPU-a,NVIDIA,1000,10:;"}};
+  h.api->put_pod(holder);
+  h.api->put_pod(make_pod("p", 1000, 10));
+  h.start();
+  // p is annotated, then waits for the lock.
+  REQUIRE(h.run_until([&] { return ann(h.api->pods.at("default/p"), "hami.io/vgpu-node") == "gpu-0"; }));
+  h.io.run_for(100ms);
+  h.io.restart();
+  CHECK(h.node_of("default/p").empty());
+  CHECK(h.api->binds == 0);
+  // The device plugin finishes the holder and releases the lock: p binds.
+  auto n = h.api->nodes.at("gpu-0");
+  n["metadata"].as_object()["annotations"].as_object().erase("hami.io/mutex.lock");
+  h.api->put_node(n);
+  REQUIRE(h.run_until([&] { return !h.node_of("default/p").empty(); }));
+  CHECK(card_usage(*h.api)["GPU-a"].second == 20);
+  h.finish();
+}
+
+TEST_CASE("loop: an expired lock is overwritten", "[loop][node_lock]") {
+  Harness h("hami", false);
+  auto node = make_node("gpu-0", "GPU-a");
+  node["metadata"].as_object()["annotations"].as_object()["hami.io/mutex.lock"] =
+      format_node_lock(h.wall_now - 6min, "default", "holder");
+  h.api->put_node(node);
+  auto holder = make_pod("holder", 1000, 10);
+  holder["spec"].as_object()["nodeName"] = "gpu-0";
+  holder["metadata"].as_object()["annotations"] =
+      json::object{{"hami.io/vgpu-node", "gpu-0"}, {"hami.io/bind-phase", "allocating"}};
+  h.api->put_pod(holder);
+  h.api->put_pod(make_pod("p", 1000, 10));
+  h.start();
+  REQUIRE(h.run_until([&] { return !h.node_of("default/p").empty(); }));
+  h.finish();
+}
+
+TEST_CASE("loop: restart from API state - an annotated unbound pod is redone, nothing double-booked", "[loop]") {
+  Harness h;
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  // A previous incarnation annotated `a` (70 % on the card), took the lock and died before binding.
+  auto a = make_pod("a", 20000, 70);
+  a["metadata"].as_object()["annotations"] = json::object{
+      {"hami.io/vgpu-node", "gpu-0"}, {"hami.io/bind-phase", "allocating"}, {"hami.io/vgpu-time", "1796024800"},
+      {"hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,20000,70:;"},
+      {"hami.io/vgpu-devices-to-allocate", "GPU-a,NVIDIA,20000,70:;"}};
+  h.api->put_pod(a);
+  auto n = h.api->nodes.at("gpu-0");
+  n["metadata"].as_object()["annotations"].as_object()["hami.io/mutex.lock"] =
+      format_node_lock(h.wall_now - 20s, "default", "a");
+  h.api->put_node(n);
+  // Meanwhile two 30 % pods arrived: only one can fit next to `a`.
+  h.api->put_pod(make_pod("b", 1000, 30));
+  h.api->put_pod(make_pod("c", 1000, 30));
+  h.start();
+  REQUIRE(h.run_until([&] { return !h.node_of("default/a").empty() && h.api->binds == 2 && h.quiet(); }));
+  h.io.run_for(200ms);
+  h.io.restart();
+  CHECK(h.api->binds == 2);
+  auto usage = card_usage(*h.api);
+  CHECK(usage["GPU-a"].second == 100);
+  const bool b_bound = !h.node_of("default/b").empty();
+  const bool c_bound = !h.node_of("default/c").empty();
+  CHECK(b_bound != c_bound);
+  h.finish();
+}
+
+TEST_CASE("loop: a 409 on the annotation patch is re-decided and bound", "[loop]") {
+  Harness h("off", false);
+  int conflicts = 0;
+  h.api->fault = [&](const std::string& call) -> std::optional<kube::ApiError> {
+    if (call == "patch_pod default/p" && conflicts < 2) {
+      ++conflicts;
+      return kube::ApiError{409, "Conflict", "the object has been modified"};
+    }
+    return std::nullopt;
+  };
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  h.api->put_pod(make_pod("p", 1000, 10));
+  h.start();
+  REQUIRE(h.run_until([&] { return !h.node_of("default/p").empty(); }));
+  CHECK(conflicts == 2);
+  CHECK(h.loop->stats().conflicts == 2);
+  // With node lock off, the node is never patched.
+  CHECK(std::none_of(h.api->calls.begin(), h.api->calls.end(),
+                     [](const std::string& c) { return c.rfind("patch_node", 0) == 0; }));
+  h.finish();
+}
+
+TEST_CASE("loop: a failed bind releases the lock and drops the assumption", "[loop][node_lock]") {
+  Harness h("hami", false);
+  int failures = 0;
+  h.api->fault = [&](const std::string& call) -> std::optional<kube::ApiError> {
+    if (call == "bind default/p" && failures < 1) {
+      ++failures;
+      return kube::ApiError{500, "InternalError", "etcd hiccup"};
+    }
+    return std::nullopt;
+  };
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  h.api->put_pod(make_pod("p", 1000, 10));
+  h.start();
+  REQUIRE(h.run_until([&] { return h.loop->stats().errors == 1 && h.loop->stats().locks_released == 1; }));
+  CHECK(ann(h.api->nodes.at("gpu-0"), "hami.io/mutex.lock").empty());
+  CHECK(h.loop->stats().locks_released == 1);
+  // Retried after its backoff and bound.
+  REQUIRE(h.run_until([&] { return !h.node_of("default/p").empty(); }));
+  h.finish();
+}
+
+TEST_CASE("loop: an inactive (non-leader) loop writes nothing; activation schedules", "[loop][leader]") {
+  Harness h;
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  h.api->put_pod(make_pod("p", 1000, 10));
+  h.start(/*active=*/false);
+  h.io.run_for(300ms);
+  h.io.restart();
+  CHECK(h.api->binds == 0);
+  CHECK(std::none_of(h.api->calls.begin(), h.api->calls.end(),
+                     [](const std::string& c) { return c.rfind("patch", 0) == 0 || c.rfind("bind", 0) == 0; }));
+  h.loop->set_active(true);
+  REQUIRE(h.run_until([&] { return !h.node_of("default/p").empty(); }));
+  h.finish();
+}
+
+TEST_CASE("loop: pods of other schedulers and bound pods are not scheduled but are counted", "[loop]") {
+  Harness h("off", false);
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  auto other = make_pod("other", 1000, 10, "default-scheduler");
+  h.api->put_pod(other);
+  auto bound = make_pod("bound", 70000, 60, "someone");
+  bound["spec"].as_object()["nodeName"] = "gpu-0";
+  bound["metadata"].as_object()["annotations"] = json::object{
+      {"hami.io/vgpu-node", "gpu-0"}, {"hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,70000,60:;"}};
+  h.api->put_pod(bound);
+  h.api->put_pod(make_pod("big", 20000, 10));  // 70000 + 20000 > 81920: must not fit
+  h.start();
+  REQUIRE(h.run_until([&] { return !h.api->conditions.empty(); }));
+  CHECK(h.api->binds == 0);
+  CHECK(h.api->conditions.back().second.message == "0/1 nodes are available: 1 CardInsufficientMemory.");
+  CHECK(h.node_of("default/other").empty());
+  h.finish();
+}
+
+TEST_CASE("loop helpers: allocation and lock patches, FilteringFailed note, owner classification", "[loop]") {
+  Decision d;
+  d.scheduled = true;
+  d.node = "gpu-0";
+  d.devices = {{{"GPU-a", "NVIDIA", 3000, 30}}};
+  auto patch = json::parse(allocation_patch(d, "42", 1796024904)).as_object();
+  const auto& meta = patch.at("metadata").as_object();
+  CHECK(meta.at("resourceVersion") == "42");
+  const auto& a = meta.at("annotations").as_object();
+  CHECK(a.at("hami.io/vgpu-node") == "gpu-0");
+  CHECK(a.at("hami.io/vgpu-devices-to-allocate") == "GPU-a,NVIDIA,3000,30:;");
+  CHECK(a.at("hami.io/vgpu-devices-allocated") == "GPU-a,NVIDIA,3000,30:;");
+  CHECK(a.at("hami.io/bind-phase") == "allocating");
+  CHECK(a.at("hami.io/bind-time") == "1796024904");
+  CHECK(meta.at("labels").at("hami.io/vgpu-node") == "gpu-0");
+
+  auto lock = json::parse(node_lock_patch("7", std::string("v"))).as_object();
+  CHECK(lock.at("metadata").at("annotations").at("hami.io/mutex.lock") == "v");
+  auto unlock = json::parse(node_lock_patch("7", std::nullopt)).as_object();
+  CHECK(unlock.at("metadata").at("annotations").at("hami.io/mutex.lock").is_null());
+
+  Decision f;
+  f.failures = {{"a", {"CardInsufficientCore"}, "1/1 CardInsufficientCore"},
+                {"b", {"CardInsufficientCore"}, "1/1 CardInsufficientCore"},
+                {"c", {"node unregistered"}, "node unregistered"}};
+  CHECK(filtering_failed_note(f) ==
+        "no available node, 3 nodes do not meet: 2 nodes CardInsufficientCore(a, b); 1 nodes node unregistered(c)");
+
+  PodBrief waiting{"u", "gpu-0", "gpu-0", "allocating", "Pending"};
+  CHECK(classify_lock_owner(waiting, "gpu-0", false) == LockOwnerState::active);
+  PodBrief unbound{"u", "", "gpu-0", "allocating", "Pending"};
+  CHECK(classify_lock_owner(unbound, "gpu-0", false) == LockOwnerState::active);
+  PodBrief elsewhere{"u", "", "gpu-1", "allocating", "Pending"};
+  CHECK(classify_lock_owner(elsewhere, "gpu-0", false) == LockOwnerState::stale);
+  PodBrief done{"u", "gpu-0", "gpu-0", "success", "Running"};
+  CHECK(classify_lock_owner(done, "gpu-0", false) == LockOwnerState::stale);
+  CHECK(classify_lock_owner(done, "gpu-0", true) == LockOwnerState::active);
+  PodBrief finished{"u", "gpu-0", "gpu-0", "allocating", "Succeeded"};
+  CHECK(classify_lock_owner(finished, "gpu-0", false) == LockOwnerState::finished);
+  CHECK(classify_lock_owner(std::nullopt, "gpu-0", false) == LockOwnerState::deleted);
+}
+
+TEST_CASE("mock agent: the Allocate patch consumes entries and keeps slots", "[mock_agent]") {
+  std::set<std::string, std::less<>> managed{"gpu-0"};
+  auto pod = make_pod("p", 1000, 10);
+  pod["spec"].as_object()["nodeName"] = "gpu-0";
+  pod["metadata"].as_object()["resourceVersion"] = "9";
+  pod["metadata"].as_object()["annotations"] = json::object{
+      {"hami.io/bind-phase", "allocating"},
+      {"hami.io/vgpu-devices-to-allocate", "GPU-a,NVIDIA,2000,20:;;GPU-b,NVIDIA,3000,30:GPU-c,NVIDIA,3000,30:;"}};
+  auto patch = mock_allocate_patch(pod, managed);
+  REQUIRE(patch);
+  auto p = json::parse(*patch).as_object();
+  CHECK(p.at("metadata").at("resourceVersion") == "9");
+  CHECK(p.at("metadata").at("annotations").at("hami.io/vgpu-devices-to-allocate") == ";;;");
+  CHECK(p.at("metadata").at("annotations").at("hami.io/bind-phase") == "success");
+  // Not managed, not bound, or not allocating: nothing to do.
+  CHECK_FALSE(mock_allocate_patch(pod, {}).has_value());
+  auto unbound = pod;
+  unbound["spec"].as_object().erase("nodeName");
+  CHECK_FALSE(mock_allocate_patch(unbound, managed).has_value());
+  auto done = pod;
+  done["metadata"].as_object()["annotations"].as_object()["hami.io/bind-phase"] = "success";
+  CHECK_FALSE(mock_allocate_patch(done, managed).has_value());
+  // An undecodable entry fails the allocation as the plugin does.
+  auto bad = pod;
+  bad["metadata"].as_object()["annotations"].as_object()["hami.io/vgpu-devices-to-allocate"] = "GPU-a,NVIDIA,x,1:;";
+  auto bp = mock_allocate_patch(bad, managed);
+  REQUIRE(bp);
+  CHECK(json::parse(*bp).at("metadata").at("annotations").at("hami.io/bind-phase") == "failed");
+}

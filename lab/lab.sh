@@ -56,8 +56,11 @@ need_root() {
 }
 
 # ---- the gpuslice binary ----------------------------------------------------------------------------------
+# `up` copies the chosen binary to $STATE/bin/gpuslice, so rebuilds in the tree during a run never swap the
+# binary under the lab (or leave it half-linked); later `start` commands use the copy unless GPUSLICE_BIN is set.
 gpuslice_bin() {
   if [[ -n ${GPUSLICE_BIN:-} ]]; then echo "$GPUSLICE_BIN"; return; fi
+  if [[ -z ${LAB_CHOOSING_BIN:-} && -x $STATE/bin/gpuslice ]]; then echo "$STATE/bin/gpuslice"; return; fi
   local b
   for b in "$REPO/build/release/cmd/gpuslice" "$REPO/build/dev/cmd/gpuslice"; do
     [[ -x $b ]] && { echo "$b"; return; }
@@ -473,6 +476,15 @@ cmd_up() {
   ((${#RUN} + 20 < 108)) || die "state path too long for Unix sockets: $RUN (set GPUSLICE_LAB_STATE to a shorter path)"
   for t in "${list[@]}"; do norm_tenant "$t"; done >"$STATE/tenants"
   rm -rf "$STATE/manifests"; cp -r "$REPO/manifests" "$STATE/manifests"
+  local src; src=$(LAB_CHOOSING_BIN=1 gpuslice_bin)
+  rm -rf "$STATE/bin"; mkdir -p "$STATE/bin"
+  if [[ -x $src ]]; then
+    cp "$src" "$STATE/bin/gpuslice.tmp" && mv "$STATE/bin/gpuslice.tmp" "$STATE/bin/gpuslice"
+    log "gpuslice: $src ($("$STATE/bin/gpuslice" --version 2>/dev/null || echo '?')), copied to $STATE/bin/gpuslice"
+  else
+    log "gpuslice: no binary at $src (build it, or set GPUSLICE_BIN): control planes only"
+  fi
+  unset GPUSLICE_BIN   # from here on every use is the copy
 
   log "starting etcd on 127.0.0.1:$ETCD_PORT (tmpfs)"
   start_etcd
@@ -480,10 +492,16 @@ cmd_up() {
     log "tenant $t: control plane (kube-apiserver :$(api_port "$t"), proxy-server) and worker namespace $(netns_of "$t")"
     start_tenant_control_plane "$t"
   done
+  # The tenants are independent from here on: finish them in parallel (a failure names its tenant and log).
+  local -A pids=()
   for t in $(tenants); do
     log "tenant $t: kube-controller-manager, manifests, nodes, kwok, gpuslice"
-    finish_tenant "$t"
+    ( finish_tenant "$t" ) &
+    pids[$t]=$!
   done
+  local failed=""
+  for t in "${!pids[@]}"; do wait "${pids[$t]}" || failed+=" $t"; done
+  [[ -z $failed ]] || die "tenant(s)$failed did not come up (messages above; lab/lab.sh down cleans up)"
   for t in $(tenants); do
     wait_until 60 "tenant $t nodes Ready (kwok)" nodes_ready "$t" || die "nodes of tenant $t not Ready (lab.sh logs $t kwok)"
   done

@@ -2,3 +2,7 @@
 gpuslice_test(webhook_server_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/server_test.cc
   DEPS gpuslice_webhook_server)
+
+# `gpuslice certs` + `gpuslice serve` as processes (needs the binary).
+gpuslice_test(webhook_server_cli_tests SOURCES ${CMAKE_CURRENT_LIST_DIR}/server_cli_test.cc DEPS)
+add_dependencies(webhook_server_cli_tests gpuslice)

@@ -39,7 +39,10 @@ struct ReviewReply {
   ReviewOutcome outcome = ReviewOutcome::allowed;
 };
 
-/// The whole webhook decision for one HTTP body.
+/// The whole webhook decision for one HTTP body: one parse (bounded depth, into a stack monotonic buffer),
+/// the policy for a Pod on CREATE, any other kind or operation allowed unchanged. A body that cannot be
+/// decoded gets 400 with a plain-text reason (outcome `rejected`); an internal error (out of memory) gets 500.
+/// Never throws.
 ReviewReply review(std::string_view body, const Configuration& config);
 
 }  // namespace gpuslice::webhook

@@ -24,6 +24,17 @@ struct MutationResult {
 };
 
 /// Decides on one Pod. `ns` is the request namespace (the object's may be empty on CREATE).
+///
+/// Order (HAMi's, with its selectors folded in): (1) skip when `ns` (else metadata.namespace) is in
+/// webhook.ignored_namespaces or a label `gpuslice.io/webhook` / `hami.io/webhook` is `ignore`; (2) deny 403
+/// when spec.containers is missing or empty; (3) skip when spec.schedulerName is set and is neither ours nor in
+/// webhook.takeover_scheduler_names; (4) deny 400 on a bad value (extract_gpu_request's errors, a non-string
+/// schedulerName/nodeName, a nvidia.com/priority that is not a whole number); (5) allow with no patch when no
+/// container asks for a GPU; (6) deny 403 for a privileged GPU container, then for spec.nodeName set;
+/// (7) patch: schedulerName, runtimeClassName, per container the nvidia.com/gpu and exclusive gpucores
+/// defaults (in limits, as strings) and the CUDA_TASK_PRIORITY / GPU_CORE_UTILIZATION_POLICY env, and the
+/// `gpuslice.io/gpu-request` annotation. Skips set `skipped` and a message; denials never carry a patch.
+/// Applying the patch and calling again yields an empty patch.
 MutationResult mutate_pod(const boost::json::object& pod, std::string_view ns, const Configuration& config);
 
 }  // namespace gpuslice::webhook

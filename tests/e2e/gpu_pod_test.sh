@@ -69,9 +69,10 @@ fi
 section "plain pod untouched (tenant-a)"
 out=$(plain_pod plain-nginx | kubectl -n "$NS" apply -f - 2>&1)
 sched=$(pod_field "$NS" plain-nginx '{.spec.schedulerName}')
-ann=$(kubectl -n "$NS" get pod plain-nginx -o json 2>/dev/null | jq -r '.metadata.annotations // {} | keys | join(",")')
+ann=$(kubectl -n "$NS" get pod plain-nginx -o json 2>/dev/null | jq -r '.metadata.annotations // {} | keys
+  | map(select(startswith("gpuslice.io/") or startswith("hami.io/") or startswith("nvidia.com/"))) | join(",")')
 if [[ $sched == default-scheduler && -z $ann ]]; then
-  pass "plain-pod: untouched by the webhook" "pod $NS/plain-nginx: schedulerName=$sched, annotations: none"
+  pass "plain-pod: untouched by the webhook" "pod $NS/plain-nginx: schedulerName=$sched, no gpuslice.io/, hami.io/ or nvidia.com/ annotation"
 else
   fail "plain-pod: untouched by the webhook" "apply: $out; schedulerName=\"$sched\" annotations=\"$ann\""
 fi

@@ -71,8 +71,15 @@ lab_pid() {
   local p; p=$(cat "$LAB_STATE/pids/$1-$2.pid" 2>/dev/null) || return 1
   [[ -n $p && -d /proc/$p ]] && [[ $(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null) != Z ]] && echo "$p"
 }
-# in_ns TENANT CMD...: runs CMD inside the tenant's worker network namespace.
-in_ns() { local t=$1; shift; ip netns exec "gs-$t" "$@"; }
+# in_ns TENANT CMD...: runs CMD inside the tenant's worker network namespace (gs-TENANT; E2E_NETNS_PREFIX
+# overrides the prefix for a lab started from a modified lab.sh).
+E2E_NETNS_PREFIX=${E2E_NETNS_PREFIX:-gs-}
+in_ns() { local t=$1; shift; ip netns exec "$E2E_NETNS_PREFIX$t" "$@"; }
+# agent_connected TENANT: the tenant's Konnectivity proxy-server has an agent (as lab.sh status reports it).
+agent_connected() {
+  "$LAB" status 2>/dev/null | awk -v t="  tenant-$1:" 'index($0, t) == 1 {on = 1; next} /^  tenant-/ {on = 0}
+    on && /agent connected/ {print $3}' | grep -qx yes
+}
 # tenant_dir TENANT: the lab's state directory of the tenant (kubeconfigs, config, certificates).
 tenant_dir() { echo "$LAB_STATE/tenant-$1"; }
 

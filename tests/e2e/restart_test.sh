@@ -50,20 +50,26 @@ done
 pid=$(lab_pid a gpuslice) || { fail "restart: gpuslice running before the test" "no PID in $LAB_STATE/pids/a-gpuslice.pid"; exit 1; }
 holder_before=$(lease_holder)
 
-# The burst: one create per pod (explicit schedulerName, so creation succeeds while the webhook is down too:
-# the test is about the scheduler's state, not admission). Kill after a third of them, mid-flight.
+# The burst: 4 concurrent creators, one create per pod (explicit schedulerName, so creation succeeds while the
+# webhook is down too: the test is about the scheduler's state, not admission). gpuslice is killed as soon as a
+# few pods are bound, with the rest of the burst still arriving and queued.
 burst_pod() {
   gpu_pod "$1" 20000 30 | sed 's/^spec:/spec:\n  schedulerName: gpuslice-scheduler\n  nodeSelector: {gpuslice.io\/e2e: restart}/'
 }
+export -f burst_pod gpu_pod
 bound_count() { kubectl -n "$NS" get pods -o json | jq '[.items[] | select(.spec.nodeName != null)] | length'; }
-created=0 kill_at=$((PODS / 3)) killed_bound=-1 create_errors=()
-for ((i = 1; i <= PODS; i++)); do
-  out=$(burst_pod "burst-$i" | kubectl -n "$NS" create -f - 2>&1) && created=$((created + 1)) || create_errors+=("burst-$i: $out")
-  if ((i == kill_at)); then
-    kill -KILL "$pid" 2>/dev/null && killed_bound=$(bound_count)
-    note "kill -9 gpuslice (PID $pid) after creating $i pods: $killed_bound bound at that moment"
-  fi
-done
+created_count() { kubectl -n "$NS" get pods -o name | grep -c .; }
+errs=$(mktemp)
+( seq 1 "$PODS" | xargs -P 4 -I{} bash -c 'burst_pod burst-{} | kubectl -n "$0" create -f - >/dev/null 2>>"$1" || echo "burst-{}" >>"$1"' "$NS" "$errs" ) &
+creator=$!
+some_bound() { (($(bound_count) >= 3)); }
+wait_for 60 some_bound
+killed_created=$(created_count)
+kill -KILL "$pid" 2>/dev/null && killed_bound=$(bound_count) || killed_bound=-1
+note "kill -9 gpuslice (PID $pid) with $killed_created/$PODS pods created, $killed_bound bound"
+wait "$creator"
+created=$(created_count)
+create_errors=("$(cat "$errs")"); rm -f "$errs"
 # Restart (the lab's own start command, same flags) once the whole burst exists.
 sleep 1
 "$LAB" start a gpuslice >/dev/null 2>&1
@@ -71,11 +77,11 @@ newpid=$(lab_pid a gpuslice)
 note "restarted gpuslice: PID ${newpid:-none} (lease holder before the kill: ${holder_before:-none})"
 if ((killed_bound >= 0 && killed_bound < PODS)) && [[ -n $newpid && $newpid != "$pid" ]]; then
   pass "restart: gpuslice killed mid-burst and restarted" \
-    "SIGKILL PID $pid with $killed_bound/$created pods bound, then $((PODS - kill_at)) more created while down; new PID $newpid"
+    "SIGKILL PID $pid with $killed_bound bound of $killed_created created, $((created - killed_created)) more created while down; new PID $newpid"
 else
   fail "restart: gpuslice killed mid-burst and restarted" "killed_bound=$killed_bound new PID=${newpid:-none}"
 fi
-((created == PODS)) || fail "restart: all $PODS pods created" "${create_errors[*]}"
+((created == PODS)) || fail "restart: all $PODS pods created" "$created created; ${create_errors[*]}"
 
 # Settled: every pod either bound or explained.
 settled() {

@@ -23,7 +23,7 @@ if want 1; then
     out=$(apply_pod "$ns" tunnel-probe 2000 10)
     sched=$(pod_field "$ns" tunnel-probe '{.spec.schedulerName}')
     req=$(pod_annotation "$ns" tunnel-probe gpuslice.io/gpu-request)
-    agent=$(curl -sf --max-time 2 "http://127.0.0.1:$((8134 + 100 * $( [[ $t == a ]] && echo 0 || echo 1)))/readyz" >/dev/null && echo connected || echo "NOT connected")
+    agent=$(agent_connected "$t" && echo connected || echo "NOT connected")
     if [[ $sched == "$SCHEDULER_NAME" && -n $req ]] && wait_bound "$ns" tunnel-probe 30 &&
        [[ -n $(pod_annotation "$ns" tunnel-probe hami.io/vgpu-devices-allocated) ]]; then
       check_result "check 1" "tenant-$t" ok "GPU pod mutated through the tunnel and bound" \
@@ -158,7 +158,7 @@ if want 9 || want 10; then
   section "checks 9-10: tenant-a's Konnectivity agent stopped, then started again"
   pids_before=$(for c in apiserver proxy-server gpuslice mock-device-agent kwok; do echo "$c=$(lab_pid a "$c")"; done | xargs)
   "$LAB" stop a agent >/dev/null 2>&1
-  agent_down() { ! curl -sf --max-time 2 http://127.0.0.1:8134/readyz >/dev/null; }
+  agent_down() { ! agent_connected a; }
   wait_for 15 agent_down || note "proxy-server of tenant-a still reports an agent after 15 s"
   use_tenant a
   t0=$(now_ms)
@@ -179,8 +179,7 @@ if want 9 || want 10; then
   fi
   "$LAB" start a agent >/dev/null 2>&1
   use_tenant a
-  agent_up() { curl -sf --max-time 2 http://127.0.0.1:8134/readyz >/dev/null; }
-  wait_for 30 agent_up
+  wait_for 30 agent_connected a
   # The API server may need a moment to use the new agent: retry the create (bounded) until admitted.
   t0=$(now_ms)
   try_gpu_after() {

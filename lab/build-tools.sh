@@ -23,7 +23,7 @@ unset HTTPS_PROXY HTTP_PROXY https_proxy http_proxy || true
 
 log() { printf '[lab-build %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 have() { local d=$1; shift; for b in "$@"; do [[ -x $d/$b ]] || return 1; done; }
-timed() { local name=$1; shift; local t0=$SECONDS; "$@"; log "$name built in $((SECONDS - t0)) s"; }
+timed() { local name=$1; shift; local t0=$SECONDS; "$@"; log "$name ready in $((SECONDS - t0)) s"; }
 
 command -v "$GO" >/dev/null || { echo "lab/build-tools.sh: Go is required (install golang >= 1.24)" >&2; exit 1; }
 

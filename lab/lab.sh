@@ -99,7 +99,7 @@ webhook_certs() {
   mkdir -p "$out"
   if gpuslice_has certs; then
     "$(gpuslice_bin)" certs --service gpuslice-webhook --namespace gpuslice-system --ip-san 127.0.0.1 \
-      --dns-san localhost --out-dir "$out" >/dev/null
+      --dns-san localhost --out-dir "$out" >>"$STATE/logs/certs.log" 2>&1 || { cat "$STATE/logs/certs.log" >&2; return 1; }
   else
     webhook_certs_openssl "$out"
   fi
@@ -464,8 +464,13 @@ cmd_up() {
 
   cleanup quiet   # a crashed or earlier run
   log "building or reusing the lab tools (lab/build-tools.sh, cached in $CACHE)"
-  "$LAB_DIR/build-tools.sh" >"${TMPDIR:-/tmp}/gpuslice-lab-build.log" 2>&1 ||
-    { tail -20 "${TMPDIR:-/tmp}/gpuslice-lab-build.log" >&2; die "lab/build-tools.sh failed (full log: ${TMPDIR:-/tmp}/gpuslice-lab-build.log)"; }
+  # Progress lines ([lab-build ...], one per tool with its duration) go to the terminal; go's chatter to a file.
+  local blog=${TMPDIR:-/tmp}/gpuslice-lab-build.log rc
+  set +o pipefail
+  "$LAB_DIR/build-tools.sh" 2>&1 | tee "$blog" | { grep --line-buffered '^\[lab-build' >&2; true; }
+  rc=${PIPESTATUS[0]}
+  set -o pipefail
+  ((rc == 0)) || { tail -20 "$blog" >&2; die "lab/build-tools.sh failed (full log: $blog)"; }
   local b
   for b in etcd kube-apiserver kube-controller-manager kubectl kwok proxy-server proxy-agent; do
     [[ -x $BIN/$b ]] || die "missing $BIN/$b after build-tools.sh"

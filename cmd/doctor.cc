@@ -103,8 +103,10 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
 
   // 1. webhook-config (+ its Service).
   std::optional<WebhookRef> ref;
-  auto mwc = co_await lookup(*client, adm + "mutatingwebhookconfigurations/" +
-                                          gpuslice::kube::path_escape(names.webhook_configuration));
+  // GCC 12 mishandles non-trivial temporaries inside co_await expressions (double destruction): every
+  // argument is a named local here.
+  std::string mwc_path = adm + "mutatingwebhookconfigurations/" + gpuslice::kube::path_escape(names.webhook_configuration);
+  auto mwc = co_await lookup(*client, std::move(mwc_path));
   if (mwc.failure) {
     results.push_back(failed_read("webhook-config", "MutatingWebhookConfiguration " + names.webhook_configuration,
                                   *mwc.failure));
@@ -114,9 +116,9 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
     if (mwc.object) {
       auto parsed = parse_webhook_config(*mwc.object, names);
       if (parsed && !parsed->service_name.empty()) {
-        auto svc = co_await lookup(*client, gpuslice::kube::object_path(gpuslice::kube::Resource{"", "v1", "services"},
-                                                                        parsed->service_namespace,
-                                                                        parsed->service_name));
+        const gpuslice::kube::Resource services{"", "v1", "services"};
+        std::string svc_path = gpuslice::kube::object_path(services, parsed->service_namespace, parsed->service_name);
+        auto svc = co_await lookup(*client, std::move(svc_path));
         if (svc.failure) {
           results.push_back(failed_read("webhook-config",
                                         "Service " + parsed->service_namespace + "/" + parsed->service_name,
@@ -133,7 +135,7 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
 
   // 2. serving-cert.
   if (!ref) {
-    results.push_back(CheckResult{"serving-cert", Verdict::skip, {"no usable webhook configuration"}, {}, {}});
+    results.push_back(CheckResult{"serving-cert", Verdict::skip, {"no usable webhook configuration"}, {}, {}, {}});
   } else {
     std::optional<std::string> pem;
     std::string source;
@@ -143,8 +145,9 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
     } else {
       std::string ns = ref->service_namespace.empty() ? names.lease_namespace : ref->service_namespace;
       source = "Secret " + ns + "/" + opt.tls_secret;
-      auto secret = co_await lookup(*client, gpuslice::kube::object_path(
-                                                 gpuslice::kube::Resource{"", "v1", "secrets"}, ns, opt.tls_secret));
+      const gpuslice::kube::Resource secrets{"", "v1", "secrets"};
+      std::string secret_path = gpuslice::kube::object_path(secrets, ns, opt.tls_secret);
+      auto secret = co_await lookup(*client, std::move(secret_path));
       if (secret.object) {
         auto crt = tls_crt_from_secret(*secret.object);
         if (crt) {
@@ -162,7 +165,10 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
   }
 
   // Nodes: for the tunnel probe and the inventory.
-  auto nodes = co_await client->list(gpuslice::kube::collection_path(gpuslice::kube::resources::nodes()), {});
+  const gpuslice::kube::Resource node_resource = gpuslice::kube::resources::nodes();
+  std::string nodes_path = gpuslice::kube::collection_path(node_resource);
+  gpuslice::kube::ListOptions list_options;
+  auto nodes = co_await client->list(std::move(nodes_path), list_options);
   std::string probe_node;
   if (nodes) {
     // Prefer a GPU node (the worker the webhook runs beside), else any node.
@@ -193,19 +199,23 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
   }
 
   // 4, 5. dry runs.
-  results.push_back(check_gpu_dry_run(co_await dry_run(*client, make_probe_pod(true, names.probe_namespace), opt), names));
-  results.push_back(
-      check_plain_dry_run(co_await dry_run(*client, make_probe_pod(false, names.probe_namespace), opt), names));
+  const json::object gpu_probe = make_probe_pod(true, names.probe_namespace);
+  auto gpu_result = co_await dry_run(*client, gpu_probe, opt);
+  results.push_back(check_gpu_dry_run(gpu_result, names));
+  const json::object plain_probe = make_probe_pod(false, names.probe_namespace);
+  auto plain_result = co_await dry_run(*client, plain_probe, opt);
+  results.push_back(check_plain_dry_run(plain_result, names));
 
   // 6. scheduler-guard.
   {
-    auto policy = co_await lookup(*client, adm + "validatingadmissionpolicies/" +
-                                               gpuslice::kube::path_escape(names.guard_policy));
+    std::string policy_path = adm + "validatingadmissionpolicies/" + gpuslice::kube::path_escape(names.guard_policy);
+    auto policy = co_await lookup(*client, std::move(policy_path));
     if (policy.failure) {
       results.push_back(failed_read("scheduler-guard", "ValidatingAdmissionPolicy " + names.guard_policy,
                                     *policy.failure));
     } else {
-      auto bindings = co_await client->list(adm + "validatingadmissionpolicybindings", {});
+      std::string bindings_path = adm + "validatingadmissionpolicybindings";
+      auto bindings = co_await client->list(std::move(bindings_path), list_options);
       if (!bindings) {
         results.push_back(
             failed_read("scheduler-guard", "ValidatingAdmissionPolicyBindings", to_failure(bindings.error())));
@@ -238,6 +248,7 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
   } else {
     results.push_back(failed_read("gpu-inventory", "nodes", to_failure(nodes.error())));
   }
+  correlate(results);
   client->close_idle();
 }
 

@@ -73,7 +73,8 @@ std::string api_text(const ApiFailure& f) {
 }
 
 CheckResult make_fail(std::string name, std::vector<std::string> evidence, Diagnosis d) {
-  return CheckResult{std::move(name), Verdict::fail, std::move(evidence), std::move(d.cause), std::move(d.fix)};
+  return CheckResult{std::move(name), Verdict::fail, std::move(evidence), std::move(d.cause), std::move(d.fix),
+                     std::move(d.id)};
 }
 
 std::string annotation(const json::object& obj, std::string_view key) {
@@ -145,87 +146,87 @@ Diagnosis diagnose_admission_error(const ApiFailure& f, const Names& names) {
             "the pod through unmutated) and the scheduler guard " + names.guard_policy +
                 " refused it: GPU pods are being held back, non-GPU pods are unaffected",
             "see the tunnel check; on the worker check the konnectivity-agent and gpuslice (webhook) are running; "
-            "GPU pods are admitted again as soon as the webhook answers, nothing needs restarting"};
+            "GPU pods are admitted again as soon as the webhook answers, nothing needs restarting", "webhook-not-reached"};
   }
   if (contains(m, "No agent available")) {
     return {"Konnectivity agent not connected: the tenant's API server has no tunnel to the worker network, so it "
             "cannot dial the webhook Service",
             "start or restart konnectivity-agent on the worker (kube-system/konnectivity-agent), check its logs and "
             "the proxy-server's (\"Failed to get a backend\"); with several control-plane replicas run the agent with "
-            "--sync-forever=true"};
+            "--sync-forever=true", "agent-not-connected"};
   }
   if (icontains(m, "x509") || icontains(m, "tls: ") || icontains(m, "certificate")) {
     if (icontains(m, "certificate is valid for") || icontains(m, "not valid for any names") ||
         icontains(m, "doesn't contain any IP SANs") || icontains(m, "cannot validate certificate for")) {
       return {"SAN mismatch: the webhook's serving certificate lacks the name the API server dials (<svc>.<ns>.svc)",
               "reissue the serving certificate with the SAN <svc>.<ns>.svc (gpuslice certs --service <svc> "
-              "--namespace <ns>) and reload gpuslice (it watches its certificate files)"};
+              "--namespace <ns>) and reload gpuslice (it watches its certificate files)", "san-mismatch"};
     }
     if (icontains(m, "expired") || icontains(m, "not yet valid")) {
       return {"the webhook's serving certificate has expired or is not yet valid",
-              "rotate the serving certificate (gpuslice certs, or let cert-manager renew it) and check the clocks"};
+              "rotate the serving certificate (gpuslice certs, or let cert-manager renew it) and check the clocks", "cert-expired"};
     }
     return {"caBundle mismatch: the webhook's serving certificate is not signed by the CA in the "
             "MutatingWebhookConfiguration's caBundle (x509: unknown authority)",
             "put the CA that signed the serving certificate into clientConfig.caBundle (kubectl apply -k the overlay "
-            "with the certs-gpuslice component, or cert-manager's CA injection), or reissue the certificate"};
+            "with the certs-gpuslice component, or cert-manager's CA injection), or reissue the certificate", "ca-bundle-mismatch"};
   }
   if (icontains(m, "connection refused")) {
     return {"the webhook is not listening where the Service points (gpuslice not running on the worker, or the "
             "Service's port/targetPort is wrong)",
             "start gpuslice serve on the worker and check the Service and clientConfig.service.port match the "
-            "webhook's listen port"};
+            "webhook's listen port", "webhook-not-listening"};
   }
   if (icontains(m, "context deadline exceeded") || icontains(m, "Client.Timeout") || icontains(m, "i/o timeout") ||
       f.reason == "Timeout" || f.code == 504) {
     return {"the webhook did not answer within timeoutSeconds: gpuslice hung or overloaded, the Service points to "
             "an address nothing answers on, or the tunnel dial is stuck (kubernetes#140512)",
-            "check gpuslice's logs and /readyz on the worker, the Service, and the konnectivity-agent's logs"};
+            "check gpuslice's logs and /readyz on the worker, the Service, and the konnectivity-agent's logs", "webhook-timeout"};
   }
   if (icontains(m, "connection reset") || icontains(m, "broken pipe") || icontains(m, "EOF")) {
     return {"the tunnel dropped the connection to the webhook (agent restarted, or the webhook closed it)",
-            "retry; if it persists check the konnectivity-agent and gpuslice logs and run >= 2 webhook replicas"};
+            "retry; if it persists check the konnectivity-agent and gpuslice logs and run >= 2 webhook replicas", "tunnel-reset"};
   }
   if (icontains(m, "no such host") || (contains(m, "service") && contains(m, "not found"))) {
     return {"the webhook's Service does not exist or does not resolve",
-            "apply the manifests (Service gpuslice-webhook in gpuslice-system) and check clientConfig.service"};
+            "apply the manifests (Service gpuslice-webhook in gpuslice-system) and check clientConfig.service", "service-missing"};
   }
   if (icontains(m, "denied the request")) {
     return {"the webhook itself denied the probe pod (gpuslice's policy refused it)",
-            "read the message; if the probe is wrong for this cluster, report it"};
+            "read the message; if the probe is wrong for this cluster, report it", "webhook-denied"};
   }
   if (f.code == 403) {
     return {"the doctor's credentials may not create pods in namespace " + names.probe_namespace +
                 " (a dry run needs the same RBAC as a create)",
-            "run gpuslice doctor with an admin kubeconfig, or grant create on pods in " + names.probe_namespace};
+            "run gpuslice doctor with an admin kubeconfig, or grant create on pods in " + names.probe_namespace, "rbac"};
   }
   if (f.code == 404) {
     return {"namespace " + names.probe_namespace + " does not exist",
-            "pass --probe-namespace with an existing namespace that the webhook does not ignore"};
+            "pass --probe-namespace with an existing namespace that the webhook does not ignore", "namespace-missing"};
   }
   return {"unrecognised admission failure (" + api_text(f) + ")",
-          "read the message above and the API server's log for \"failed calling webhook\""};
+          "read the message above and the API server's log for \"failed calling webhook\"", "unknown"};
 }
 
 Diagnosis diagnose_api_error(const ApiFailure& f, std::string_view what) {
   std::string w(what);
   if (f.code == 401) {
-    return {"the API server rejected the credentials", "check the kubeconfig's user (expired token or certificate)"};
+    return {"the API server rejected the credentials", "check the kubeconfig's user (expired token or certificate)", "unauthorized"};
   }
   if (f.code == 403) {
-    return {"the doctor's credentials may not read " + w, "run gpuslice doctor with an admin kubeconfig"};
+    return {"the doctor's credentials may not read " + w, "run gpuslice doctor with an admin kubeconfig", "rbac"};
   }
   if (f.code == 404) {
-    return {w + " does not exist", "apply gpuslice's manifests (kubectl apply -k manifests/overlays/<tenant>)"};
+    return {w + " does not exist", "apply gpuslice's manifests (kubectl apply -k manifests/overlays/<tenant>)", "not-found"};
   }
   if (f.code == 0 && f.reason == "Timeout") {
-    return {"the API server did not answer in time", "check the API server (its /readyz) and the network path to it"};
+    return {"the API server did not answer in time", "check the API server (its /readyz) and the network path to it", "api-timeout"};
   }
   if (f.code == 0) {
     return {"the API server is not reachable (" + f.reason + ")",
-            "check --kubeconfig, the server address and that the API server is running"};
+            "check --kubeconfig, the server address and that the API server is running", "api-unreachable"};
   }
-  return {"the API server answered " + api_text(f), "read the message and the API server's log"};
+  return {"the API server answered " + api_text(f), "read the message and the API server's log", "api-error"};
 }
 
 CheckResult failed_read(std::string check, std::string_view what, const ApiFailure& failure) {
@@ -313,13 +314,13 @@ CheckResult check_webhook_config(const std::optional<json::object>& mwc, const s
     return make_fail(check, {"MutatingWebhookConfiguration " + names.webhook_configuration + ": not found"},
                      {"gpuslice's webhook is not registered: no pod is mutated and GPU pods are refused by the guard "
                       "(or, without the guard, go to the default scheduler)",
-                      "apply the manifests: kubectl apply -k manifests/overlays/<tenant>"});
+                      "apply the manifests: kubectl apply -k manifests/overlays/<tenant>", "webhook-config-missing"});
   }
   auto ref = parse_webhook_config(*mwc, names);
   if (!ref) {
     return make_fail(check, {ref.message()},
                      {"the MutatingWebhookConfiguration is incomplete or names another webhook",
-                      "re-apply manifests/base/webhook.yaml, or pass --webhook with the entry's name"});
+                      "re-apply manifests/base/webhook.yaml, or pass --webhook with the entry's name", "webhook-config-invalid"});
   }
   const auto& r = *ref;
   std::vector<std::string> ev;
@@ -333,27 +334,27 @@ CheckResult check_webhook_config(const std::optional<json::object>& mwc, const s
   if (!r.ca_bundle_valid_base64) {
     return make_fail(check, ev,
                      {"clientConfig.caBundle is not valid base64",
-                      "set caBundle to base64 -w0 of the CA certificate PEM (the certs-gpuslice component does it)"});
+                      "set caBundle to base64 -w0 of the CA certificate PEM (the certs-gpuslice component does it)", "ca-bundle-invalid"});
   }
   if (r.ca_bundle_pem.empty()) {
     ev.push_back("clientConfig.caBundle: empty");
     return make_fail(check, ev,
                      {"caBundle missing: the API server verifies the webhook against the system roots and fails with "
                       "x509: certificate signed by unknown authority",
-                      "apply the overlay with the certs-gpuslice component (or cert-manager's CA injection)"});
+                      "apply the overlay with the certs-gpuslice component (or cert-manager's CA injection)", "ca-bundle-missing"});
   }
   if (r.service_name.empty()) {
     ev.push_back("registered by url: under Kamaji the API server dials url webhooks directly, not through the tunnel");
     return make_fail(check, ev,
                      {"url-mode registration bypasses the Konnectivity tunnel, so a webhook on the worker is "
                       "unreachable from a hosted control plane",
-                      "register the webhook by clientConfig.service (manifests/base/webhook.yaml)"});
+                      "register the webhook by clientConfig.service (manifests/base/webhook.yaml)", "url-mode"});
   }
   if (!service) {
     ev.push_back("Service " + r.service_namespace + "/" + r.service_name + ": not found");
     return make_fail(check, ev,
                      {"the webhook's Service does not exist, so the API server cannot resolve the webhook",
-                      "apply the manifests (manifests/base/service.yaml)"});
+                      "apply the manifests (manifests/base/service.yaml)", "service-missing"});
   }
   const auto* spec = object_at(*service, "spec");
   std::string type = spec ? string_at(*spec, "type") : std::string();
@@ -387,10 +388,10 @@ CheckResult check_webhook_config(const std::optional<json::object>& mwc, const s
     return make_fail(check, ev,
                      {"the Service has no port " + std::to_string(r.port) +
                           " (clientConfig.service.port): the API server cannot resolve the webhook",
-                      "make clientConfig.service.port match a port of the Service"});
+                      "make clientConfig.service.port match a port of the Service", "service-port-mismatch"});
   }
   out = r;
-  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
 }
 
 Result<std::string> tls_crt_from_secret(const json::object& secret) {
@@ -414,7 +415,7 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
   if (!cas) {
     return make_fail(check, {"caBundle: " + cas.message()},
                      {"caBundle does not hold a PEM CA certificate, so the API server cannot verify the webhook",
-                      "set caBundle to base64 -w0 of the CA certificate PEM"});
+                      "set caBundle to base64 -w0 of the CA certificate PEM", "ca-bundle-invalid"});
   }
   const auto& ca = cas->front();
   ev.push_back("caBundle: " + std::to_string(cas->size()) + " certificate(s), first " + ca.subject + (ca.is_ca ? " (CA)" : "") +
@@ -423,21 +424,21 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
     return make_fail(check, ev,
                      {"the caBundle's certificate is not a CA (basicConstraints CA:FALSE): it cannot sign the serving "
                       "certificate, so verification fails with x509: certificate signed by unknown authority",
-                      "put the signing CA (ca.crt), not the serving certificate, into caBundle"});
+                      "put the signing CA (ca.crt), not the serving certificate, into caBundle", "ca-bundle-not-ca"});
   }
   if (ca.not_after_unix < now_unix) {
-    return make_fail(check, ev, {"the caBundle's CA has expired", "rotate the CA and the serving certificate"});
+    return make_fail(check, ev, {"the caBundle's CA has expired", "rotate the CA and the serving certificate", "ca-expired"});
   }
   if (!serving_cert_pem) {
     ev.push_back("serving certificate: not readable (" + std::string(source) +
                  "): chain and SAN not verified; pass --serving-cert FILE to check them");
-    return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+    return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
   }
   auto leaf = parse_pem_certificates(*serving_cert_pem);
   if (!leaf) {
     ev.push_back("serving certificate (" + std::string(source) + "): " + leaf.message());
     return make_fail(check, ev,
-                     {"the serving certificate does not parse", "reissue it (gpuslice certs) and reload gpuslice"});
+                     {"the serving certificate does not parse", "reissue it (gpuslice certs) and reload gpuslice", "cert-invalid"});
   }
   const auto& l = leaf->front();
   std::vector<std::string> sans = l.dns_sans;
@@ -454,13 +455,13 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
     if (contains(chain.message(), "expired") || contains(chain.message(), "not yet valid")) {
       return make_fail(check, ev,
                        {"the serving certificate has expired or is not yet valid",
-                        "rotate it (gpuslice certs, or cert-manager) and reload gpuslice"});
+                        "rotate it (gpuslice certs, or cert-manager) and reload gpuslice", "cert-expired"});
     }
     return make_fail(check, ev,
                      {"caBundle mismatch: the serving certificate was not signed by the CA in caBundle, so the API "
                       "server fails with x509: certificate signed by unknown authority",
                       "put the CA that signed the serving certificate into caBundle (re-apply the overlay with the "
-                      "certs-gpuslice component, or fix cert-manager's CA injection), or reissue the certificate"});
+                      "certs-gpuslice component, or fix cert-manager's CA injection), or reissue the certificate", "ca-bundle-mismatch"});
   }
   ev.push_back("chain to caBundle: ok");
   bool ip_name = !server_name.empty() && (std::isdigit(static_cast<unsigned char>(server_name.front())) ||
@@ -474,10 +475,10 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
                           " and the serving certificate does not name it (the Common Name is ignored), so it fails "
                           "with x509: certificate is valid for ..., not " + server_name,
                       "reissue the certificate with the SAN " + server_name +
-                          " (gpuslice certs --service <svc> --namespace <ns>) and reload gpuslice"});
+                          " (gpuslice certs --service <svc> --namespace <ns>) and reload gpuslice", "san-mismatch"});
   }
   ev.push_back("SAN " + server_name + ": present");
-  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
 }
 
 // ---- tunnel ---------------------------------------------------------------------------------------------------
@@ -485,12 +486,12 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
 CheckResult check_tunnel(std::string_view node, const std::optional<ApiFailure>& failure) {
   const std::string check = "tunnel";
   if (node.empty()) {
-    return CheckResult{check, Verdict::skip, {"no node to probe: the tunnel is judged by the dry runs only"}, {}, {}};
+    return CheckResult{check, Verdict::skip, {"no node to probe: the tunnel is judged by the dry runs only"}, {}, {}, {}};
   }
   std::string probe = "GET /api/v1/nodes/" + std::string(node) + "/proxy/healthz (dialed through the API server's "
                       "cluster egress, like a service-referenced webhook)";
   if (!failure) {
-    return CheckResult{check, Verdict::pass, {probe + ": answered"}, {}, {}};
+    return CheckResult{check, Verdict::pass, {probe + ": answered"}, {}, {}, {}};
   }
   const auto& f = *failure;
   std::vector<std::string> ev{probe + ": " + api_text(f)};
@@ -500,21 +501,21 @@ CheckResult check_tunnel(std::string_view node, const std::optional<ApiFailure>&
   if (f.code == 0 || f.code == 401 || f.code == 403) {
     // Our own request failed before reaching the egress: nothing learned about the tunnel.
     ev.push_back("the probe did not reach the API server's egress: tunnel state unknown");
-    return CheckResult{check, Verdict::skip, std::move(ev), {}, {}};
+    return CheckResult{check, Verdict::skip, std::move(ev), {}, {}, {}};
   }
   if (contains(f.message, "dial tcp") || contains(f.message, "connect:") || contains(f.message, "error trying to reach")) {
     // The dial was attempted from the far side of the egress: an agent took it (the node's kubelet port itself is
     // not expected to answer on simulated nodes).
     ev.push_back("the dial was made from the worker side: an agent is connected");
-    return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+    return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
   }
   if (icontains(f.message, "timeout") || icontains(f.message, "deadline")) {
     return make_fail(check, ev,
                      {"the dial through the tunnel hung: agent overloaded or half-connected (kubernetes#140512)",
-                      "check the konnectivity-agent and proxy-server logs; restart the agent"});
+                      "check the konnectivity-agent and proxy-server logs; restart the agent", "tunnel-hung"});
   }
   ev.push_back("unrecognised answer: tunnel state unknown");
-  return CheckResult{check, Verdict::skip, std::move(ev), {}, {}};
+  return CheckResult{check, Verdict::skip, std::move(ev), {}, {}, {}};
 }
 
 // ---- dry runs -------------------------------------------------------------------------------------------------
@@ -561,19 +562,19 @@ CheckResult check_gpu_dry_run(const DryRun& result, const Names& names) {
                               std::string(kGpuRequestAnnotation) + ": " + (req.empty() ? std::string("(absent)") : req)};
   if (sched == names.scheduler_name && !req.empty()) {
     ev.push_back("mutated by gpuslice: API server -> tunnel -> webhook works");
-    return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+    return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
   }
   if (sched == names.scheduler_name || !req.empty()) {
     return make_fail(check, std::move(ev),
                      {"the pod was only partly mutated: another webhook or a different gpuslice version changed it",
-                      "check the MutatingWebhookConfigurations on pods and the gpuslice version"});
+                      "check the MutatingWebhookConfigurations on pods and the gpuslice version", "partly-mutated"});
   }
   return make_fail(check, std::move(ev),
                    {"the GPU pod was admitted unmutated: the webhook was not called (matchConditions/selectors) or "
                     "failed open (failurePolicy Ignore), and no scheduler guard refused it, so GPU pods go to the "
                     "default scheduler",
                     "see the tunnel check and the API server log (\"failed calling webhook\"); apply the guard "
-                    "(manifests/base/guard.yaml) so such pods are refused instead"});
+                    "(manifests/base/guard.yaml) so such pods are refused instead", "webhook-failed-open"});
 }
 
 CheckResult check_plain_dry_run(const DryRun& result, const Names& names) {
@@ -584,7 +585,7 @@ CheckResult check_plain_dry_run(const DryRun& result, const Names& names) {
     Diagnosis d = diagnose_admission_error(result.failure, names);
     if (contains(result.failure.message, names.guard_policy)) {
       d = {"the scheduler guard refused a pod that asks for no GPU: the guard's asksForGPU expression is wrong",
-           "re-apply manifests/base/guard.yaml"};
+           "re-apply manifests/base/guard.yaml", "guard-wrong"};
     } else {
       d.cause = "a non-GPU pod was refused: " + d.cause + " (non-GPU pods should never be sent to the webhook: check "
                 "its matchConditions)";
@@ -600,10 +601,10 @@ CheckResult check_plain_dry_run(const DryRun& result, const Names& names) {
   if (sched == names.scheduler_name || !ours.empty()) {
     return make_fail(check, std::move(ev),
                      {"the webhook mutated a pod that asks for no GPU (matchConditions missing or a policy bug)",
-                      "re-apply manifests/base/webhook.yaml (matchConditions asks-for-gpu) and report the pod"});
+                      "re-apply manifests/base/webhook.yaml (matchConditions asks-for-gpu) and report the pod", "plain-pod-mutated"});
   }
   ev.push_back("untouched");
-  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
 }
 
 // ---- guard, lease, inventory ----------------------------------------------------------------------------------
@@ -615,7 +616,7 @@ CheckResult check_guard(const std::optional<json::object>& policy, const std::ve
     return make_fail(check, {"ValidatingAdmissionPolicy " + names.guard_policy + ": not found"},
                      {"without the guard, a GPU pod the webhook did not see (tunnel down, failurePolicy Ignore) "
                       "goes to the default scheduler and is placed without slicing",
-                      "apply manifests/base/guard.yaml"});
+                      "apply manifests/base/guard.yaml", "guard-missing"});
   }
   std::vector<std::string> ev{"ValidatingAdmissionPolicy " + names.guard_policy + ": present"};
   std::vector<std::string> deny_bindings;
@@ -639,10 +640,10 @@ CheckResult check_guard(const std::optional<json::object>& policy, const std::ve
     ev.push_back("ValidatingAdmissionPolicyBinding with validationActions [Deny] for it: none");
     return make_fail(check, std::move(ev),
                      {"the guard policy is not bound with the Deny action, so it refuses nothing",
-                      "apply manifests/base/guard.yaml (its ValidatingAdmissionPolicyBinding)"});
+                      "apply manifests/base/guard.yaml (its ValidatingAdmissionPolicyBinding)", "guard-unbound"});
   }
   ev.push_back("bound with Deny by: " + join(deny_bindings, ","));
-  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
 }
 
 CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Names& names,
@@ -650,14 +651,14 @@ CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Name
   const std::string check = "scheduler-lease";
   std::string id = "Lease " + names.lease_namespace + "/" + names.lease_name;
   if (names.lease_name.empty()) {
-    return CheckResult{check, Verdict::skip, {"--lease is empty: leader election not checked"}, {}, {}};
+    return CheckResult{check, Verdict::skip, {"--lease is empty: leader election not checked"}, {}, {}, {}};
   }
   if (!lease) {
     return make_fail(check, {id + ": not found"},
                      {"no gpuslice scheduler has ever taken the lease: gpuslice serve (scheduler enabled) is not "
                       "running, cannot reach the API server, or uses another lease name/namespace",
                       "start gpuslice serve; check its logs; pass --lease/--namespace if the configuration's "
-                      "scheduler.leaderElection names another Lease (or --lease= when leader election is off)"});
+                      "scheduler.leaderElection names another Lease (or --lease= when leader election is off)", "lease-missing"});
   }
   const auto& l = *lease;
   std::vector<std::string> ev;
@@ -670,12 +671,12 @@ CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Name
                      {"the lease was released and nobody holds it: no gpuslice scheduler replica is running (a "
                       "replica that stops gives the lease up)",
                       "start gpuslice serve (scheduler enabled); pods with schedulerName gpuslice-scheduler stay "
-                      "Pending meanwhile"});
+                      "Pending meanwhile", "lease-released"});
   }
   if (!l.renew_time) {
     return make_fail(check, std::move(ev),
                      {"the lease has no renewTime: it was written by something other than a leader elector",
-                      "delete the Lease; gpuslice recreates it"});
+                      "delete the Lease; gpuslice recreates it", "lease-invalid"});
   }
   auto age = std::chrono::duration_cast<std::chrono::seconds>(now - *l.renew_time);
   ev.push_back("renewed " + std::to_string(age.count()) + " s ago");
@@ -686,10 +687,10 @@ CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Name
                           " s ago (lease duration " + std::to_string(l.duration_seconds) +
                           " s): the leader crashed, hangs or lost the API server, and no other replica took over",
                       "check gpuslice's logs on the holder; start a replica (another takes over after the lease "
-                      "duration)"});
+                      "duration)", "lease-stale"});
   }
   ev.push_back("held and fresh");
-  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
 }
 
 CheckResult check_inventory(const std::vector<json::object>& nodes, std::size_t max_listed) {
@@ -759,15 +760,45 @@ CheckResult check_inventory(const std::vector<json::object>& nodes, std::size_t 
   if (!bad.empty()) {
     return make_fail(check, std::move(ev),
                      {"a node's hami.io/node-nvidia-register annotation does not decode: the scheduler ignores it",
-                      "fix the device plugin (or the node manifest) writing the annotation (hami-protocol.md §3)"});
+                      "fix the device plugin (or the node manifest) writing the annotation (hami-protocol.md §3)", "register-invalid"});
   }
   if (usable == 0) {
     return make_fail(check, std::move(ev),
                      {"no GPU is visible to the scheduler: no node carries hami.io/node-nvidia-register with "
                       "allocatable nvidia.com/gpu > 0 (device plugin not running, or nodes of another tenant)",
-                      "run the device plugin (or the lab's simulated nodes) on the tenant's GPU workers"});
+                      "run the device plugin (or the lab's simulated nodes) on the tenant's GPU workers", "no-gpus"});
   }
-  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}};
+  return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
+}
+
+void correlate(std::vector<CheckResult>& checks) {
+  auto find = [&](std::string_view name) -> CheckResult* {
+    for (auto& c : checks) {
+      if (c.name == name) {
+        return &c;
+      }
+    }
+    return nullptr;
+  };
+  CheckResult* gpu = find("gpu-pod-dry-run");
+  CheckResult* tunnel = find("tunnel");
+  if (gpu == nullptr || tunnel == nullptr || gpu->verdict != Verdict::fail || gpu->cause_id != "webhook-not-reached") {
+    return;
+  }
+  const std::string held = "; the scheduler guard refused the unmutated GPU pod, so GPU pods are being held back "
+                           "(non-GPU pods are unaffected)";
+  if (tunnel->verdict == Verdict::fail && tunnel->cause_id == "agent-not-connected") {
+    gpu->cause = "Konnectivity agent not connected (see the tunnel check): the API server cannot reach the webhook" +
+                 held;
+    gpu->fix = tunnel->fix + "; GPU pods are admitted again once the agent reconnects, nothing else needs restarting";
+    gpu->cause_id = "agent-not-connected";
+  } else if (tunnel->verdict == Verdict::pass) {
+    gpu->cause = "the tunnel works (an agent is connected) but the webhook did not answer through it: gpuslice is not "
+                 "running or not listening on the worker, or the Service points elsewhere" + held;
+    gpu->fix = "start gpuslice serve on the worker (check its logs and /readyz); check the Service and "
+               "clientConfig.service.port match its --webhook listen port";
+    gpu->cause_id = "webhook-down";
+  }
 }
 
 // ---- report ---------------------------------------------------------------------------------------------------
@@ -781,7 +812,7 @@ std::string format_report(std::string_view header, const std::vector<CheckResult
       out += "      " + e + "\n";
     }
     if (c.verdict == Verdict::fail) {
-      out += "      cause: " + c.cause + "\n";
+      out += "      cause: " + c.cause + (c.cause_id.empty() ? "" : " [" + c.cause_id + "]") + "\n";
       out += "      fix:   " + c.fix + "\n";
     }
     (c.verdict == Verdict::pass ? passed : c.verdict == Verdict::fail ? failed : skipped)++;
@@ -803,6 +834,7 @@ std::string format_report_json(std::string_view header, const std::vector<CheckR
     if (c.verdict == Verdict::fail) {
       o["cause"] = c.cause;
       o["fix"] = c.fix;
+      o["cause_id"] = c.cause_id;
     }
     arr.emplace_back(std::move(o));
     (c.verdict == Verdict::pass ? passed : c.verdict == Verdict::fail ? failed : skipped)++;

@@ -10,7 +10,7 @@
 //         <evidence line>...
 //   FAIL  gpu-pod-dry-run
 //         <evidence line>...
-//         cause: <likely cause>
+//         cause: <likely cause> [<cause-id>]
 //         fix:   <what to do>
 //   SKIP  serving-cert
 //         <why skipped>
@@ -42,11 +42,15 @@ struct CheckResult {
   std::vector<std::string> evidence;  ///< what was observed, one fact per line
   std::string cause;                  ///< FAIL only: the likely cause
   std::string fix;                    ///< FAIL only: what to do about it
+  std::string cause_id;               ///< FAIL only: stable kebab-case id of the cause (see Diagnosis::id)
 };
 
 struct Diagnosis {
   std::string cause;
   std::string fix;
+  /// Stable id for scripts, e.g. agent-not-connected, san-mismatch, ca-bundle-mismatch, webhook-not-reached,
+  /// webhook-not-listening, webhook-timeout, lease-stale, no-gpus (printed as "[id]" after the cause).
+  std::string id;
 };
 
 /// An API call's failure as the client saw it (kube::ApiError without the dependency): HTTP status (0 when no
@@ -172,11 +176,17 @@ CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Name
 /// then a count. FAIL when no node is usable or any register annotation does not decode.
 CheckResult check_inventory(const std::vector<boost::json::object>& nodes, std::size_t max_listed = 20);
 
+/// Cross-checks results after all checks ran: a GPU dry run refused by the guard (webhook-not-reached) is
+/// attributed to the tunnel when the tunnel check failed with agent-not-connected, or to gpuslice itself
+/// (webhook-down: the tunnel works, nothing answered) when the tunnel check passed.
+void correlate(std::vector<CheckResult>& checks);
+
 // ---- report ---------------------------------------------------------------------------------------------------
 
 /// The text report (format above); `header` is the first line's text after "gpuslice doctor: ".
 std::string format_report(std::string_view header, const std::vector<CheckResult>& checks);
-/// {"server":header,"checks":[{"name","verdict","evidence":[...],"cause","fix"}],"passed":n,"failed":n,"skipped":n}
+/// {"server":header,"checks":[{"name","verdict","evidence":[...],"cause","fix","cause_id"}],"passed":n,"failed":n,
+/// "skipped":n}
 std::string format_report_json(std::string_view header, const std::vector<CheckResult>& checks);
 /// 1 when any check failed, else 0.
 int exit_code(const std::vector<CheckResult>& checks);

@@ -379,9 +379,9 @@ TEST_CASE("gpu-inventory: registered nodes with allocatable GPUs", "[doctor][inv
 
 TEST_CASE("report: text format, json format, exit code", "[doctor][report]") {
   std::vector<CheckResult> checks{
-      {"webhook-config", Verdict::pass, {"MutatingWebhookConfiguration gpuslice"}, {}, {}},
+      {"webhook-config", Verdict::pass, {"MutatingWebhookConfiguration gpuslice"}, {}, {}, {}},
       {"gpu-pod-dry-run", Verdict::fail, {"denied"}, "the cause", "the fix"},
-      {"scheduler-lease", Verdict::skip, {"skipped"}, {}, {}},
+      {"scheduler-lease", Verdict::skip, {"skipped"}, {}, {}, {}},
   };
   auto text = format_report("https://127.0.0.1:16443 (context tenant-a)", checks);
   CHECK(text ==
@@ -402,4 +402,47 @@ TEST_CASE("report: text format, json format, exit code", "[doctor][report]") {
   CHECK(j.at("passed").as_int64() == 1);
   CHECK(j.at("skipped").as_int64() == 1);
   CHECK(j.at("checks").as_array().at(0).at("verdict").as_string() == "PASS");
+}
+
+TEST_CASE("cause ids are stable names for scripts", "[doctor][diagnose]") {
+  Names names;
+  auto id_of = [&](int code, std::string msg) {
+    return diagnose_admission_error(ApiFailure{code, "InternalError", std::move(msg)}, names).id;
+  };
+  CHECK(id_of(500, "Post \"https://x.svc:9443/mutate\": No agent available") == "agent-not-connected");
+  CHECK(id_of(500, "x509: certificate signed by unknown authority") == "ca-bundle-mismatch");
+  CHECK(id_of(500, "x509: certificate is valid for localhost, not x.y.svc") == "san-mismatch");
+  CHECK(id_of(403, kGuardMessage) == "webhook-not-reached");
+  auto r = check_gpu_dry_run(DryRun{std::nullopt, ApiFailure{500, "InternalError", "No agent available"}}, names);
+  CHECK(r.cause_id == "agent-not-connected");
+  CHECK_THAT(format_report("t", {r}), Contains("[agent-not-connected]"));
+  CHECK_THAT(format_report_json("t", {r}), Contains("\"cause_id\":\"agent-not-connected\""));
+}
+
+TEST_CASE("correlate: a guard refusal is blamed on the tunnel or on gpuslice", "[doctor][diagnose]") {
+  Names names;
+  auto guard = check_gpu_dry_run(DryRun{std::nullopt, ApiFailure{403, "Invalid", kGuardMessage}}, names);
+  REQUIRE(guard.cause_id == "webhook-not-reached");
+
+  SECTION("agent down") {
+    std::vector<CheckResult> checks{
+        check_tunnel("n", ApiFailure{500, "InternalError", "error trying to reach service: No agent available"}),
+        guard};
+    correlate(checks);
+    CHECK(checks[1].cause_id == "agent-not-connected");
+    CHECK_THAT(checks[1].cause, Contains("held back"));
+  }
+  SECTION("tunnel up, gpuslice down") {
+    std::vector<CheckResult> checks{
+        check_tunnel("n", ApiFailure{503, "ServiceUnavailable", "dial tcp 10.244.0.1:10250: connect: refused"}),
+        guard};
+    correlate(checks);
+    CHECK(checks[1].cause_id == "webhook-down");
+    CHECK_THAT(checks[1].cause, Contains("gpuslice is not running"));
+  }
+  SECTION("tunnel unknown: left as is") {
+    std::vector<CheckResult> checks{check_tunnel("", std::nullopt), guard};
+    correlate(checks);
+    CHECK(checks[1].cause_id == "webhook-not-reached");
+  }
 }

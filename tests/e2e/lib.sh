@@ -222,7 +222,7 @@ check_result() {
   if [[ $res == ok ]]; then pass "$id ($tenant): $title" "$ev"; else fail "$id ($tenant): $title" "$ev"; fi
   [[ -n ${E2E_TABLE:-} ]] &&
     printf '%s\t%s\t%s\t%s\n' "$id" "$tenant" "$([[ $res == ok ]] && echo PASS || echo FAIL)" \
-      "$(printf '%s' "$ev" | tr '\n\t' '  ' | cut -c1-160)" >>"$E2E_TABLE"
+      "$(printf '%s' "$ev" | tr '\n\t' '  ' | cut -c1-220)" >>"$E2E_TABLE"
   return 0
 }
 

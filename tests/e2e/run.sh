@@ -11,7 +11,8 @@
 # Needs root (network namespaces).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-LAB=$ROOT/lab/lab.sh
+LAB=${LAB:-$ROOT/lab/lab.sh}   # LAB: another lab.sh (development only)
+export LAB
 export E2E_RESULTS
 E2E_RESULTS=$(mktemp "${TMPDIR:-/tmp}/gpuslice-e2e-results.XXXXXX")
 TEST_TIMEOUT=${E2E_TEST_TIMEOUT:-300}

@@ -135,13 +135,17 @@ if want 8; then
     seen=() leaked=()
     for u in $mine; do grep -qF "$u" <<<"$text" && seen+=("$u"); done
     for u in $other; do grep -qF "$u" <<<"$text" && leaked+=("$u"); done
-    gauges=$(grep -E '^gpuslice_[a-z_]*(card|gpu|device)[a-z_]*\{' <<<"$text" | grep -F "${mine%% *}" | head -3 | tr '\n' ' ')
+    # Capacity gauges (device_uuid label) and the scheduler's node-lock counters, as evidence.
+    gauges=$(grep -E '^gpuslice_scheduler_card_memory_bytes\{' <<<"$text" |
+      sed -E 's/.*device_uuid="([^"]*)".*device_type="([^"]*)".*\} ([0-9.e+]+)$/\1 (\2) \3 B/' | xargs)
+    lockops=$(grep -E '^gpuslice_scheduler_node_lock_operations_total\{' <<<"$text" |
+      sed -E 's/.*operation="([^"]*)"\} ([0-9]+)/\1=\2/' | xargs)
     use_tenant "$t"
     locks=$(node_locks | xargs)
     agent_log=$LAB_STATE/logs/$t-mock-device-agent.log
     if [[ -n $mine && ${#seen[@]} -eq $(wc -w <<<"$mine") && ${#leaked[@]} -eq 0 && -z $locks ]]; then
       check_result "check 8" "tenant-$t" ok "gpuslice sees only its own GPU capacity; no node lock left" \
-        "$src shows ${seen[*]} and none of ${other}; ${gauges:-}; node locks: none (released by the mock agent and gpuslice)"
+        "$src: card_memory_bytes ${gauges:-?}; none of $other; node locks: none left (gpuslice lock ops: ${lockops:-?})"
     else
       check_result "check 8" "tenant-$t" ko "gpuslice sees only its own GPU capacity; no node lock left" \
         "$src: own cards seen: ${seen[*]:-none} of $mine; other tenant's cards seen: ${leaked[*]:-none}; locks: ${locks:-none}"
@@ -200,7 +204,7 @@ if want 9 || want 10; then
     [[ $pids_before == "$pids_after" ]] || why+=("something else restarted: before $pids_before, after $pids_after")
     if ((${#why[@]} == 0)); then
       check_result "check 9" tenant-a ok "agent stopped: guard refuses GPU pods, plain pods and tenant-b fine; agent back restores" \
-        "refused in ${gpu_ms} ms: $(grep -o 'gpuslice-scheduler-guard: refused GPU pod[^.]*\.' <<<"$gpu_out" | head -1); plain-while-down created; $b_ev; after start: gpu-after mutated+bound to $(pod_node "$NSA" gpu-after) in ${after_ms} ms; unchanged PIDs: $pids_after"
+        "refused in ${gpu_ms} ms: $(grep -oE 'gpuslice-scheduler-guard: refused GPU pod [^ ]*: spec.schedulerName is "[^"]*", want "[^"]*"' <<<"$gpu_out" | head -1); plain-while-down created; $b_ev; after start: gpu-after mutated+bound to $(pod_node "$NSA" gpu-after) in ${after_ms} ms; unchanged PIDs: $pids_after"
     else
       check_result "check 9" tenant-a ko "agent stopped: guard refuses GPU pods, plain pods and tenant-b fine; agent back restores" "${why[*]}"
     fi

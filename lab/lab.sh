@@ -28,7 +28,18 @@ CACHE=${GPUSLICE_LAB_CACHE:-$HOME/.cache/gpuslice-lab}
 BIN=$CACHE/bin
 STAGE=$CACHE/kwok-stage
 RUN=$STATE/run                  # Unix sockets: keep "$RUN/X-agent.sock" under 108 characters
-ETCD_PORT=12379 ETCD_PEER_PORT=12380   # not Debian's 2379
+# Host ports and namespace names; override them to run a second lab beside this one (with its own
+# GPUSLICE_LAB_STATE). `up` records them in $STATE/lab.env and every later command of that lab uses the record.
+ETCD_PORT=${GPUSLICE_LAB_ETCD_PORT:-12379}        # peer port +1; not Debian's 2379
+API_PORT_BASE=${GPUSLICE_LAB_API_PORT:-16443}     # tenant i: + 10000*i
+KONN_PORT_BASE=${GPUSLICE_LAB_KONN_PORT:-8132}    # tenant i: + 100*i (agent), +1 admin, +2 health
+SCHED_PORT_BASE=${GPUSLICE_LAB_SCHED_PORT:-10259} # upstream kube-scheduler, tenant i: + 100*i
+NETNS_PREFIX=${GPUSLICE_LAB_NETNS_PREFIX:-gs}     # namespaces gs-a, gs-b, ...
+if [[ ${1:-} != up && -f $STATE/lab.env ]]; then
+  # shellcheck source=/dev/null
+  source "$STATE/lab.env"
+fi
+ETCD_PEER_PORT=$((ETCD_PORT + 1))
 SCHEDULER_NAME=gpuslice-scheduler
 WEBHOOK_PORT=9443 HEALTH_PORT=8080     # inside each tenant's namespace
 unset HTTPS_PROXY HTTP_PROXY https_proxy http_proxy ALL_PROXY all_proxy || true
@@ -44,9 +55,9 @@ die() { printf 'lab.sh: %s\n' "$*" >&2; exit 1; }
 MAX_TENANTS=5
 UP_TENANTS=()
 tenant_index() { local i=0 t; for t in $(cat "$STATE/tenants" 2>/dev/null); do [[ $t == "$1" ]] && { echo $i; return; }; i=$((i + 1)); done; return 1; }
-api_port() { echo $((16443 + 10000 * $(tenant_index "$1"))); }
-konn_port() { echo $((8132 + 100 * $(tenant_index "$1") + $2)); }   # $2: 0 agent, 1 admin, 2 health
-netns_of() { echo "gs-$1"; }
+api_port() { echo $((API_PORT_BASE + 10000 * $(tenant_index "$1"))); }
+konn_port() { echo $((KONN_PORT_BASE + 100 * $(tenant_index "$1") + $2)); }   # $2: 0 agent, 1 admin, 2 health
+netns_of() { echo "$NETNS_PREFIX-$1"; }
 tdir() { echo "$STATE/tenant-$1"; }
 norm_tenant() { local t=${1#tenant-}; [[ $t =~ ^[a-z][a-z0-9]{0,7}$ ]] || die "bad tenant name \"$1\" (want a, b, ...)"; echo "$t"; }
 tenants() { cat "$STATE/tenants" 2>/dev/null || true; }
@@ -462,7 +473,9 @@ cmd_up() {
   ((${#list[@]} >= 1 && ${#list[@]} <= MAX_TENANTS)) || die "--tenants: \"$tenant_list\": between 1 and $MAX_TENANTS tenants"
   for t in "${list[@]}"; do UP_TENANTS+=("$(norm_tenant "$t")"); done
 
-  cleanup quiet   # a crashed or earlier run
+  # A crashed or earlier run: first with the ports and names it recorded, then with this run's.
+  if [[ -f $STATE/lab.env ]]; then ( source "$STATE/lab.env"; cleanup quiet ); fi
+  cleanup quiet
   log "building or reusing the lab tools (lab/build-tools.sh, cached in $CACHE)"
   # Progress lines ([lab-build ...], one per tool with its duration) go to the terminal; go's chatter to a file.
   local blog=${TMPDIR:-/tmp}/gpuslice-lab-build.log rc
@@ -480,6 +493,10 @@ cmd_up() {
   mkdir -p "$STATE"/{logs,pids} "$RUN"
   ((${#RUN} + 20 < 108)) || die "state path too long for Unix sockets: $RUN (set GPUSLICE_LAB_STATE to a shorter path)"
   for t in "${list[@]}"; do norm_tenant "$t"; done >"$STATE/tenants"
+  ((API_PORT_BASE + 10000 * (${#list[@]} - 1) < 65536 && KONN_PORT_BASE + 100 * ${#list[@]} < 49152)) ||
+    die "ports: GPUSLICE_LAB_API_PORT=$API_PORT_BASE or GPUSLICE_LAB_KONN_PORT=$KONN_PORT_BASE too high for ${#list[@]} tenants"
+  printf 'ETCD_PORT=%q\nAPI_PORT_BASE=%q\nKONN_PORT_BASE=%q\nSCHED_PORT_BASE=%q\nNETNS_PREFIX=%q\n' \
+    "$ETCD_PORT" "$API_PORT_BASE" "$KONN_PORT_BASE" "$SCHED_PORT_BASE" "$NETNS_PREFIX" >"$STATE/lab.env"
   rm -rf "$STATE/manifests"; cp -r "$REPO/manifests" "$STATE/manifests"
   local src; src=$(LAB_CHOOSING_BIN=1 gpuslice_bin)
   rm -rf "$STATE/bin"; mkdir -p "$STATE/bin"
@@ -532,7 +549,7 @@ cleanup() {
   fi
   # 2. Anything still inside the lab's namespaces (created by this lab, nothing else runs there), then the
   #    namespaces: those of the recorded tenants and of the tenants about to be started.
-  for ns in $( { tenants; printf '%s\n' "${UP_TENANTS[@]}"; } | sort -u | sed 's/^/gs-/'); do
+  for ns in $( { tenants; printf '%s\n' "${UP_TENANTS[@]}"; } | sort -u | sed "s/^/$NETNS_PREFIX-/"); do
     ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$ns" || continue
     [[ -z $quiet ]] && log "deleting network namespace $ns"
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
@@ -541,7 +558,7 @@ cleanup() {
   # 3. tmpfs etcd data and sockets.
   if [[ -f $STATE/etcd-data ]]; then rm -rf "$(cat "$STATE/etcd-data")"; rm -f "$STATE/etcd-data"; fi
   rm -rf "$RUN"
-  rm -f "$STATE/tenants"
+  rm -f "$STATE/tenants" "$STATE/lab.env"
 }
 
 cmd_down() {
@@ -578,8 +595,8 @@ cmd_status() {
 cmd_env() {
   local t; t=$(norm_tenant "${1:?usage: lab.sh env TENANT}")
   [[ -f $(tdir "$t")/admin.kubeconfig ]] || die "no tenant \"$t\" (lab/lab.sh up --tenants ...)"
-  printf 'export KUBECONFIG=%q\nexport PATH=%q:"$PATH"\nexport GPUSLICE_LAB_TENANT=%q\n' \
-    "$(tdir "$t")/admin.kubeconfig" "$BIN" "$t"
+  printf 'export KUBECONFIG=%q\nexport PATH=%q:"$PATH"\nexport GPUSLICE_LAB_TENANT=%q\nexport GPUSLICE_LAB_NETNS=%q\n' \
+    "$(tdir "$t")/admin.kubeconfig" "$BIN" "$t" "$(netns_of "$t")"
 }
 
 cmd_logs() {
@@ -599,7 +616,7 @@ start_kube_scheduler() {
     "clientConnection: {kubeconfig: $d/admin.kubeconfig, qps: 5000, burst: 5000}" \
     "leaderElection: {leaderElect: false}" "profiles: [{schedulerName: default-scheduler}]" >"$d/kube-scheduler.yaml"
   start_proc "$t-kube-scheduler" - "$BIN/kube-scheduler" --config="$d/kube-scheduler.yaml" --bind-address=127.0.0.1 \
-    --secure-port="$((10259 + 100 * $(tenant_index "$t")))" \
+    --secure-port="$((SCHED_PORT_BASE + 100 * $(tenant_index "$t")))" \
     --authentication-kubeconfig="$d/admin.kubeconfig" --authorization-kubeconfig="$d/admin.kubeconfig"
 }
 

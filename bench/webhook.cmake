@@ -1,0 +1,5 @@
+# Webhook server load client (owner: webhook server): HTTPS keep-alive load, closed loop or fixed rate.
+# See bench/webhook_bench.sh for the full run (certs + serve + load) recorded in RESULTS.md.
+add_executable(webhook_load ${CMAKE_CURRENT_SOURCE_DIR}/webhook_load.cc)
+target_compile_options(webhook_load PRIVATE ${GPUSLICE_WARNINGS})
+target_link_libraries(webhook_load PRIVATE gpuslice_asio)

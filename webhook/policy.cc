@@ -221,6 +221,15 @@ MutationResult mutate_pod(const json::object& pod, std::string_view ns, const Co
   std::vector<ContainerRef> refs = list_containers(spec);
   // extract_gpu_request succeeded, so every entry is an object and the two lists line up.
   if (refs.size() != request->containers.size()) return deny(400, "spec: containers could not be read");
+  // Bad values (400) come before policy denials (403); all checks come before any patch op is emitted.
+  std::vector<std::optional<int64_t>> priorities(refs.size());
+  for (size_t i = 0; i < refs.size(); ++i) {
+    auto p = priority_limit(*refs[i].obj, dev.priority_resource);
+    if (!p.ok()) return deny(400, container_label(request->containers[i]) + ": " + p.message());
+    priorities[i] = p.value();
+  }
+  auto node_name = string_field(spec, "nodeName", "spec.nodeName");
+  if (!node_name.ok()) return deny(400, node_name.message());
 
   for (size_t i = 0; i < refs.size(); ++i) {
     const ContainerGpuRequest& c = request->containers[i];
@@ -233,19 +242,9 @@ MutationResult mutate_pod(const json::object& pod, std::string_view ns, const Co
     }
   }
 
-  auto node_name = string_field(spec, "nodeName", "spec.nodeName");
-  if (!node_name.ok()) return deny(400, node_name.message());
   if (node_name.value() && !node_name.value()->empty()) {
     return deny(403, "pod has node assigned: spec.nodeName \"" + std::string(*node_name.value()) +
                          "\"; a GPU pod must be placed by " + config.scheduler_name);
-  }
-
-  // Everything below is validated before any patch op is emitted, so a denial never carries a patch.
-  std::vector<std::optional<int64_t>> priorities(refs.size());
-  for (size_t i = 0; i < refs.size(); ++i) {
-    auto p = priority_limit(*refs[i].obj, dev.priority_resource);
-    if (!p.ok()) return deny(400, container_label(request->containers[i]) + ": " + p.message());
-    priorities[i] = p.value();
   }
 
   MutationResult out;

@@ -362,3 +362,17 @@ TEST_CASE("a schedulerName or nodeName that is not a string is a bad value") {
   CHECK_FALSE(rn.allowed);
   CHECK(rn.message == "spec.nodeName: [\"x\"] is not a string");
 }
+
+TEST_CASE("bad values are reported before policy denials") {
+  auto pod = fixture("deny_privileged");
+  auto& c = pod["spec"].as_object()["containers"].as_array()[0].as_object();
+  c["resources"].as_object()["limits"].as_object()["nvidia.com/priority"] = "high";
+  auto r = mutate_pod(pod, "team-a", Configuration{});
+  CHECK(r.code == 400);
+  CHECK(r.message == "container \"debug\": nvidia.com/priority: \"high\" is not a whole number");
+  pod["spec"].as_object()["nodeName"] = 3;
+  c["resources"].as_object()["limits"].as_object().erase("nvidia.com/priority");
+  auto n = mutate_pod(pod, "team-a", Configuration{});
+  CHECK(n.code == 400);
+  CHECK(n.message == "spec.nodeName: 3 is not a string");
+}

@@ -14,7 +14,7 @@ PACKAGES=(
   libboost1.81-dev libboost-json1.81-dev libssl-dev rapidjson-dev libyaml-cpp-dev catch2 libcli11-dev
   libspdlog-dev libfmt-dev nlohmann-json3-dev
   # lab and e2e: network namespaces, Unix-socket bridges, Debian's etcd (fallback), HTTP tools, load generator
-  iproute2 socat etcd-server curl openssl wrk jq python3 procps psmisc util-linux
+  iproute2 socat etcd-server curl openssl wrk jq python3 python3-yaml procps psmisc util-linux
 )
 
 check_only=false

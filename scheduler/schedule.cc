@@ -142,9 +142,23 @@ struct Work {
   int64_t used_slots;
 };
 
+// Counts per card reason in a fixed array: the hot path (a candidate node that does not fit) allocates nothing.
 struct ReasonCounts {
-  std::map<std::string_view, int64_t> counts;
-  void add(std::string_view r, int64_t n = 1) { counts[r] += n; }
+  static constexpr std::string_view kNames[] = {
+      reason::kAllocatedCardsInsufficientRequest, reason::kCardComputeUnitsExhausted, reason::kCardCordoned,
+      reason::kCardInsufficientCore,              reason::kCardInsufficientMemory,    reason::kCardNotHealth,
+      reason::kCardTimeSlicingExhausted,          reason::kCardTypeMismatch,          reason::kCardUuidMismatch,
+      reason::kExclusiveDeviceAllocateConflict,   reason::kNumaNotFit,                reason::kResourceQuotaNotFit};
+  static constexpr size_t kCount = sizeof(kNames) / sizeof(kNames[0]);
+  int64_t counts[kCount] = {};
+  void add(std::string_view r, int64_t n = 1) {
+    for (size_t i = 0; i < kCount; ++i) {
+      if (kNames[i] == r) {
+        counts[i] += n;
+        return;
+      }
+    }
+  }
 };
 
 struct NodeVerdict {
@@ -164,9 +178,13 @@ NodeVerdict fail_with(std::string_view reason) {
 NodeVerdict fail_with_cards(const ReasonCounts& rc, size_t total) {
   NodeVerdict v;
   std::vector<std::string> entries;
-  for (const auto& [r, n] : rc.counts) {
+  for (size_t i = 0; i < ReasonCounts::kCount; ++i) {
+    if (rc.counts[i] == 0) {
+      continue;
+    }
+    std::string_view r = ReasonCounts::kNames[i];
     v.reasons.emplace_back(r);
-    entries.push_back(std::to_string(n) + "/" + std::to_string(total) + " " + std::string(r));
+    entries.push_back(std::to_string(rc.counts[i]) + "/" + std::to_string(total) + " " + std::string(r));
   }
   std::sort(entries.begin(), entries.end());
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -370,8 +388,10 @@ bool fit_container(std::vector<Work>& work, const ContainerGpuRequest& req, cons
   return false;
 }
 
+// `explain` false: a failing node returns without building reason strings (the search only needs "no").
 NodeVerdict evaluate(const Snapshot& snap, const NodeState& n, const PodInfo& pod, const Policy& policy,
-                     bool wants_gpu) {
+                     bool wants_gpu, bool explain) {
+  auto fail_with = [explain](std::string_view r) { return explain ? scheduler::fail_with(r) : NodeVerdict{}; };
   if (n.unschedulable && !tolerated(pod, Taint{"node.kubernetes.io/unschedulable", "", "NoSchedule"})) {
     return fail_with(reason::kNodeUnschedulable);
   }
@@ -380,7 +400,10 @@ NodeVerdict evaluate(const Snapshot& snap, const NodeState& n, const PodInfo& po
   }
   for (const Taint& t : n.taints) {
     if ((t.effect == "NoSchedule" || t.effect == "NoExecute") && !tolerated(pod, t)) {
-      return fail_with(std::string(reason::kUntoleratedTaintPrefix) + "{" + t.key + ": " + t.value + "}");
+      if (!explain) {
+        return NodeVerdict{};
+      }
+      return scheduler::fail_with(std::string(reason::kUntoleratedTaintPrefix) + "{" + t.key + ": " + t.value + "}");
     }
   }
   {
@@ -397,6 +420,9 @@ NodeVerdict evaluate(const Snapshot& snap, const NodeState& n, const PodInfo& po
     }
     if (n.pod_count + 1 > n.allocatable_pods) {
       v.reasons.emplace_back(reason::kTooManyPods);
+    }
+    if (!v.reasons.empty() && !explain) {
+      return NodeVerdict{};
     }
     if (!v.reasons.empty()) {
       std::sort(v.reasons.begin(), v.reasons.end());
@@ -441,7 +467,7 @@ NodeVerdict evaluate(const Snapshot& snap, const NodeState& n, const PodInfo& po
       fitted = fit_container(app, req, pod, policy, quota, ok.devices[i], rc);
     }
     if (!fitted) {
-      return fail_with_cards(rc, base.size());
+      return explain ? fail_with_cards(rc, base.size()) : NodeVerdict{};
     }
   }
   return ok;
@@ -503,9 +529,12 @@ Decision schedule(const Snapshot& snap, const PodInfo& pod, const ScheduleOption
       q.min_card_cores = std::max(q.min_card_cores, std::min<int64_t>(c.cores, 100));
     }
   }
+  if (!options.use_index) {
+    q = CapacityQuery{};
+  }
   snap.visit_candidates(q, policy.node_order, [&](const NodeState& n) {
     ++d.nodes_visited;
-    NodeVerdict v = evaluate(snap, n, pod, policy, wants_gpu);
+    NodeVerdict v = evaluate(snap, n, pod, policy, wants_gpu, /*explain=*/false);
     if (!v.fits) {
       return false;
     }
@@ -525,7 +554,7 @@ Decision schedule(const Snapshot& snap, const PodInfo& pod, const ScheduleOption
   // Every node, the ones the index skipped included, so the message counts all N like kube-scheduler's.
   std::map<std::string, size_t, std::less<>> counts;
   snap.for_each_node([&](const NodeState& n) {
-    NodeVerdict v = evaluate(snap, n, pod, policy, wants_gpu);
+    NodeVerdict v = evaluate(snap, n, pod, policy, wants_gpu, /*explain=*/true);
     if (v.fits) {
       // Only possible if the index pruned a node it should not have; report it rather than hide it.
       v = fail_with("internal: node fits but was not a candidate");

@@ -62,6 +62,9 @@ struct ScheduleOptions {
   std::string gpu_policy = "spread";    ///< spread | binpack; a pod's hami.io/gpu-scheduler-policy overrides
   /// Collect the per-node failures (and the message) when nothing fits. The message needs every node once.
   bool explain_failures = true;
+  /// Prune candidates through the snapshot's free-capacity index. Off only to measure or cross-check: the
+  /// decision is the same either way, only the number of nodes examined differs.
+  bool use_index = true;
 
   static ScheduleOptions from(const SchedulerConfig& config);
 };

@@ -332,10 +332,7 @@ void Snapshot::apply(const PodRecord& rec, int sign) {
       n.requested.cpu_milli += sign * rec.requests.cpu_milli;
       n.requested.memory_bytes += sign * rec.requests.memory_bytes;
       n.requested.ephemeral_bytes += sign * rec.requests.ephemeral_bytes;
-      n.pod_count += sign;
-      if (rec.gpu_node != rec.node) {
-        reindex(n);
-      }
+      n.pod_count += sign;  // cpu/memory/pods are not in the index: no reindex needed
     }
   }
   if (!rec.gpu_node.empty()) {

@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <random>
+
 using namespace gpuslice::scheduler;
 using namespace gpuslice::scheduler::testing;
 using Catch::Matchers::Contains;
@@ -508,4 +510,53 @@ TEST_CASE("the index prunes nodes yet decides exactly as a full scan", "[schedul
   CHECK(d.node == "n1007");  // the roomy nodes are idle (score 0); binpack finds the lowest-named among fitting ones
   CHECK(d.nodes_visited < 10);
   CHECK(d.nodes_total == 200);
+}
+
+TEST_CASE("with and without the index: identical decisions on a random cluster", "[schedule][index]") {
+  std::mt19937 rng(777);  // fixed seed: deterministic
+  Snapshot s;
+  std::uniform_int_distribution<int> mem_d(500, 30000), core_d(0, 40), slot_d(0, 5);
+  for (int i = 0; i < 120; ++i) {
+    std::string n = "node-" + std::to_string(i);
+    std::vector<DeviceInfo> cs;
+    for (int c = 0; c < 4; ++c) {
+      cs.push_back(card(n + "-" + std::to_string(c), 40000, 100, "NVIDIA L40S", c / 2, 6));
+    }
+    REQUIRE(s.upsert_node(node({.name = n, .cards = cs})).ok());
+    for (int c = 0; c < 4; ++c) {
+      for (int k = slot_d(rng); k > 0; --k) {
+        std::string alloc = cs[c].id + ",NVIDIA," + std::to_string(mem_d(rng) / 3) + "," + std::to_string(core_d(rng) / 2) + ":;";
+        REQUIRE(s.upsert_pod(placed_pod(n + "-" + std::to_string(c) + "-" + std::to_string(k), n, alloc)).ok());
+      }
+    }
+  }
+  int scheduled = 0;
+  for (int i = 0; i < 800; ++i) {
+    std::string gpus = std::to_string(std::uniform_int_distribution<int>(1, 3)(rng));
+    json::object p = gpu_pod("p" + std::to_string(i), gpus, std::to_string(mem_d(rng)), std::to_string(core_d(rng)));
+    if (i % 3 == 0) {
+      annotate(p, "hami.io/node-scheduler-policy", "spread");
+    }
+    if (i % 5 == 0) {
+      annotate(p, "hami.io/gpu-scheduler-policy", "binpack");
+    }
+    auto info = parse_pod(p, s.devices());
+    REQUIRE(info.ok());
+    ScheduleOptions with, without;
+    without.use_index = false;
+    Decision a = schedule(s, info.value(), with);
+    Decision b = schedule(s, info.value(), without);
+    INFO("pod " << i);
+    REQUIRE(a.scheduled == b.scheduled);
+    CHECK(a.node == b.node);
+    CHECK(a.devices == b.devices);
+    CHECK(a.message == b.message);
+    CHECK(a.nodes_visited <= b.nodes_visited);
+    if (a.scheduled) {
+      ++scheduled;
+      REQUIRE(s.assume(info.value(), a.node, a.devices, 0).ok());  // the cluster fills up as it goes
+    }
+  }
+  CHECK(scheduled > 100);
+  CHECK(scheduled < 800);  // both outcomes exercised
 }

@@ -1,0 +1,197 @@
+// Decisions per second of the scheduling core, in memory, one thread: N nodes x 8 cards (NVIDIA A100 80 GB, 10
+// slots each) with 40,000 bound pods, for N = 100, 1,000, 5,000 (issue 3, item 11). Cluster and pods come from a
+// fixed-seed generator, so runs are comparable. Three measurements per size:
+//   decide          schedule() on an unchanging snapshot
+//   decide+assume   schedule(), assume() the decision, forget() it again (two index updates per decision)
+//   full scan       schedule() with the free-capacity index disabled (same decisions, every node examined)
+// Usage: scheduler_bench [decisions-per-size] [sizes...]
+#include "scheduler/schedule.h"
+
+#include <boost/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace gpuslice::scheduler;
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int kCardsPerNode = 8;
+constexpr int kBoundPods = 40000;
+constexpr int64_t kCardMem = 81920;
+
+json::object make_node(const std::string& name) {
+  json::array cards;
+  for (int c = 0; c < kCardsPerNode; ++c) {
+    json::object d{{"id", name + "-gpu" + std::to_string(c)}, {"count", 10},   {"devmem", kCardMem},
+                   {"devcore", 100},                          {"type", "NVIDIA A100-SXM4-80GB"}, {"health", true}};
+    if (c > 0) {
+      d["index"] = c;
+    }
+    if (c >= kCardsPerNode / 2) {
+      d["numa"] = 1;
+    }
+    cards.push_back(std::move(d));
+  }
+  return json::object{
+      {"kind", "Node"},
+      {"metadata",
+       {{"name", name},
+        {"labels", {{"kubernetes.io/hostname", name}}},
+        {"annotations", {{"hami.io/node-nvidia-register", json::serialize(cards)}}}}},
+      {"status",
+       {{"allocatable",
+         {{"cpu", "256"}, {"memory", "2Ti"}, {"pods", "1000"}, {"nvidia.com/gpu", std::to_string(kCardsPerNode * 10)}}}}}};
+}
+
+json::object bound_pod(const std::string& name, const std::string& node, const std::string& allocated) {
+  json::object ann;
+  if (!allocated.empty()) {
+    ann["hami.io/vgpu-node"] = node;
+    ann["hami.io/vgpu-devices-allocated"] = allocated;
+  }
+  return json::object{
+      {"kind", "Pod"},
+      {"metadata", {{"name", name}, {"namespace", "bench"}, {"annotations", ann}}},
+      {"spec",
+       {{"nodeName", node},
+        {"containers", json::array{json::object{{"name", "c"}, {"resources", {{"requests", {{"cpu", "100m"}, {"memory", "256Mi"}}}}}}}}}},
+      {"status", {{"phase", "Running"}}}};
+}
+
+struct Cluster {
+  Snapshot snap;
+  int gpu_pods = 0;
+  int cpu_pods = 0;
+  double build_ms = 0;
+};
+
+void build(Cluster& cl, int nodes, std::mt19937& rng) {
+  auto t0 = Clock::now();
+  std::vector<std::string> names;
+  for (int i = 0; i < nodes; ++i) {
+    names.push_back("node-" + std::to_string(100000 + i));
+    (void)cl.snap.upsert_node(make_node(names.back()));
+  }
+  // Usage per card, so generated allocations stay within each card (at most 5 pods a card on average).
+  std::vector<int64_t> mem(nodes * kCardsPerNode, 0), cores(nodes * kCardsPerNode, 0), slots(nodes * kCardsPerNode, 0);
+  const int gpu_target = std::min(kBoundPods, nodes * kCardsPerNode * 5);
+  std::uniform_int_distribution<int> card_d(0, nodes * kCardsPerNode - 1), mem_d(1000, 16000), core_d(5, 20);
+  int attempts = 0;
+  while (cl.gpu_pods < gpu_target && attempts < gpu_target * 4) {
+    ++attempts;
+    int c = card_d(rng);
+    int64_t m = mem_d(rng), k = core_d(rng);
+    if (mem[c] + m > kCardMem || cores[c] + k > 100 || slots[c] + 1 > 10) {
+      continue;
+    }
+    mem[c] += m;
+    cores[c] += k;
+    slots[c] += 1;
+    const std::string& node = names[c / kCardsPerNode];
+    std::string alloc = node + "-gpu" + std::to_string(c % kCardsPerNode) + ",NVIDIA," + std::to_string(m) + "," +
+                        std::to_string(k) + ":;";
+    (void)cl.snap.upsert_pod(bound_pod("gpu-" + std::to_string(cl.gpu_pods), node, alloc));
+    ++cl.gpu_pods;
+  }
+  std::uniform_int_distribution<int> node_d(0, nodes - 1);
+  while (cl.gpu_pods + cl.cpu_pods < kBoundPods) {
+    (void)cl.snap.upsert_pod(bound_pod("cpu-" + std::to_string(cl.cpu_pods), names[node_d(rng)], ""));
+    ++cl.cpu_pods;
+  }
+  cl.build_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+std::vector<PodInfo> workload(int count, std::mt19937& rng) {
+  std::vector<PodInfo> pods;
+  std::uniform_int_distribution<int> mem_d(1000, 20000), core_d(5, 30), two_d(0, 9);
+  for (int i = 0; i < count; ++i) {
+    PodInfo p;
+    p.ns = "bench";
+    p.name = "new-" + std::to_string(i);
+    p.requests.cpu_milli = 500;
+    p.requests.memory_bytes = int64_t(1) << 30;
+    ContainerGpuRequest c;
+    c.name = "main";
+    c.gpus = two_d(rng) == 0 ? 2 : 1;  // 10 % ask two cards
+    c.mem_mib = mem_d(rng);
+    c.cores = core_d(rng);
+    p.gpu.containers.push_back(c);
+    pods.push_back(std::move(p));
+  }
+  return pods;
+}
+
+struct Measure {
+  double per_sec = 0;
+  double us = 0;
+  double visited = 0;
+  int scheduled = 0;
+};
+
+template <class F>
+Measure run(const std::vector<PodInfo>& pods, F&& f) {
+  Measure m;
+  size_t visited = 0;
+  auto t0 = Clock::now();
+  for (const PodInfo& p : pods) {
+    Decision d = f(p);
+    visited += d.nodes_visited;
+    m.scheduled += d.scheduled ? 1 : 0;
+  }
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  m.per_sec = static_cast<double>(pods.size()) / secs;
+  m.us = secs * 1e6 / static_cast<double>(pods.size());
+  m.visited = static_cast<double>(visited) / static_cast<double>(pods.size());
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int decisions = argc > 1 ? std::atoi(argv[1]) : 20000;
+  std::vector<int> sizes;
+  for (int i = 2; i < argc; ++i) {
+    sizes.push_back(std::atoi(argv[i]));
+  }
+  if (sizes.empty()) {
+    sizes = {100, 1000, 5000};
+  }
+  std::printf("| nodes | cards | bound pods (GPU + other) | build ms | decide/s | us/decision | nodes examined | "
+              "decide+assume/s | full scan/s | full scan nodes examined | scheduled %% |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (int n : sizes) {
+    std::mt19937 rng(20261130);
+    Cluster cl;
+    build(cl, n, rng);
+    std::vector<PodInfo> pods = workload(decisions, rng);
+    ScheduleOptions opt;
+    opt.explain_failures = false;  // the failure path explains every node; measured separately in tests
+    Measure decide = run(pods, [&](const PodInfo& p) { return schedule(cl.snap, p, opt); });
+    Measure churn = run(pods, [&](const PodInfo& p) {
+      Decision d = schedule(cl.snap, p, opt);
+      if (d.scheduled) {
+        (void)cl.snap.assume(p, d.node, d.devices, 0);
+        cl.snap.forget(p.ns, p.name);
+      }
+      return d;
+    });
+    ScheduleOptions scan = opt;
+    scan.use_index = false;
+    // The full scan is slow at scale: a tenth of the decisions is enough to measure it.
+    std::vector<PodInfo> few(pods.begin(), pods.begin() + std::max<size_t>(1, pods.size() / 10));
+    Measure full = run(few, [&](const PodInfo& p) { return schedule(cl.snap, p, scan); });
+    std::printf("| %d | %d | %d (%d + %d) | %.0f | %.0f | %.1f | %.1f | %.0f | %.0f | %.1f | %.1f |\n", n,
+                n * kCardsPerNode, cl.gpu_pods + cl.cpu_pods, cl.gpu_pods, cl.cpu_pods, cl.build_ms, decide.per_sec,
+                decide.us, decide.visited, churn.per_sec, full.per_sec, full.visited,
+                100.0 * decide.scheduled / static_cast<double>(pods.size()));
+    std::fflush(stdout);
+  }
+  return 0;
+}

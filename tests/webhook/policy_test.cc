@@ -376,3 +376,39 @@ TEST_CASE("bad values are reported before policy denials") {
   CHECK(n.code == 400);
   CHECK(n.message == "spec.nodeName: 3 is not a string");
 }
+
+namespace {
+// kubectl's client-side dry run keeps YAML numbers as JSON numbers; kube-apiserver sends the canonical
+// quantity strings. Rewrites every resource quantity of the pod as a string.
+void stringify_quantities(boost::json::object& pod) {
+  for (const char* list : {"initContainers", "containers"}) {
+    auto* arr = pod["spec"].as_object().if_contains(list);
+    if (arr == nullptr) continue;
+    for (auto& c : arr->as_array()) {
+      auto* res = c.as_object().if_contains("resources");
+      if (res == nullptr) continue;
+      for (const char* section : {"limits", "requests"}) {
+        auto* m = res->as_object().if_contains(section);
+        if (m == nullptr) continue;
+        for (auto& kv : m->as_object()) {
+          if (kv.value().is_int64()) kv.value() = std::to_string(kv.value().get_int64());
+        }
+      }
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("quantities as strings (as kube-apiserver sends them) give the same decisions") {
+  for (const char* name : {"single", "exclusive", "memory_only", "percentage", "percentage_full", "several_gpus",
+                           "multi_container", "init_containers", "type_annotations", "requests_only",
+                           "default_scheduler", "existing_env"}) {
+    INFO(name);
+    auto numbers = mutate_and_apply(fixture(name), Configuration{});
+    auto pod = fixture(name);
+    stringify_quantities(pod);
+    auto strings = mutate_and_apply(pod, Configuration{});
+    CHECK(annotation_of(strings.pod) == annotation_of(numbers.pod));
+    CHECK(serialize_patch(strings.result.patch) == serialize_patch(numbers.result.patch));
+  }
+}

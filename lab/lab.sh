@@ -453,6 +453,23 @@ nodes_ready() {
   [[ $(kc "$t" get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True) -ge $want ]]
 }
 
+# Before anything is recorded or started: the ports and namespace names this run will use must be free, or
+# another lab (other GPUSLICE_LAB_STATE) would lose them. Fails naming the holder.
+preflight() {
+  local i=0 t port holder ports=("$ETCD_PORT" "$ETCD_PEER_PORT")
+  for t in "$@"; do
+    ports+=($((API_PORT_BASE + 10000 * i)) $((KONN_PORT_BASE + 100 * i)) $((KONN_PORT_BASE + 100 * i + 1)) $((KONN_PORT_BASE + 100 * i + 2)))
+    if ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$NETNS_PREFIX-$t"; then
+      die "network namespace $NETNS_PREFIX-$t exists but is not this lab's ($STATE): another lab uses it (lab.sh down with its GPUSLICE_LAB_STATE, or set GPUSLICE_LAB_NETNS_PREFIX)"
+    fi
+    i=$((i + 1))
+  done
+  for port in "${ports[@]}"; do
+    holder=$(ss -Hltnp "sport = :$port" 2>/dev/null | sed -n 's/.*users:((\("[^"]*"\),pid=\([0-9]*\).*/\1 pid \2/p' | head -1)
+    [[ -z $holder ]] || die "port $port is in use by $holder (another lab? choose other ports: GPUSLICE_LAB_* in lab/README.md)"
+  done
+}
+
 cmd_up() {
   local tenant_list=a,b
   EXTRA_NODES=0 WITH_GPUSLICE=true
@@ -476,6 +493,7 @@ cmd_up() {
   # A crashed or earlier run: first with the ports and names it recorded, then with this run's.
   if [[ -f $STATE/lab.env ]]; then ( source "$STATE/lab.env"; cleanup quiet ); fi
   cleanup quiet
+  preflight "${UP_TENANTS[@]}"   # before this run records anything in $STATE
   log "building or reusing the lab tools (lab/build-tools.sh, cached in $CACHE)"
   # Progress lines ([lab-build ...], one per tool with its duration) go to the terminal; go's chatter to a file.
   local blog=${TMPDIR:-/tmp}/gpuslice-lab-build.log rc
@@ -548,8 +566,8 @@ cleanup() {
     stop_proc etcd 5
   fi
   # 2. Anything still inside the lab's namespaces (created by this lab, nothing else runs there), then the
-  #    namespaces: those of the recorded tenants and of the tenants about to be started.
-  for ns in $( { tenants; printf '%s\n' "${UP_TENANTS[@]}"; } | sort -u | sed "s/^/$NETNS_PREFIX-/"); do
+  #    namespaces of the recorded tenants (recorded before any namespace is created).
+  for ns in $(tenants | sed "s/^/$NETNS_PREFIX-/"); do
     ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$ns" || continue
     [[ -z $quiet ]] && log "deleting network namespace $ns"
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done

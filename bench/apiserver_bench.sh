@@ -18,13 +18,24 @@
 #     --reuse  use the lab already running (it must have tenant a with gpuslice and >= --nodes extra nodes)
 #     --fresh  (re)start the lab: lab/lab.sh up --tenants a --extra-nodes NODES (stops a running lab!)
 #     --keep   leave the lab up at the end (default: down if this script brought it up)
-# Needs root (the lab does). Prints a Markdown table; paste it under "## apiserver" in bench/RESULTS.md.
+# Needs root (the lab does). Runs its own lab instance (GPUSLICE_LAB_STATE=/tmp/gsbench/state, API server
+# 127.0.0.1:19443, namespaces gsb-*), beside any other lab. Prints a Markdown table for bench/RESULTS.md.
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$BENCH_DIR/.." && pwd)
 LAB=$REPO/lab/lab.sh
-STATE=${GPUSLICE_LAB_STATE:-$REPO/lab/.state}
+# A private lab instance (own state, ports and namespaces) so the benchmark never touches another lab on this
+# machine; override the GPUSLICE_LAB_* variables to point it elsewhere (--reuse then uses that lab).
+export GPUSLICE_LAB_STATE=${GPUSLICE_LAB_STATE:-/tmp/gsbench/state}
+export GPUSLICE_LAB_ETCD_PORT=${GPUSLICE_LAB_ETCD_PORT:-15379}
+export GPUSLICE_LAB_API_PORT=${GPUSLICE_LAB_API_PORT:-19443}
+export GPUSLICE_LAB_KONN_PORT=${GPUSLICE_LAB_KONN_PORT:-9532}
+export GPUSLICE_LAB_SCHED_PORT=${GPUSLICE_LAB_SCHED_PORT:-11559}
+export GPUSLICE_LAB_NETNS_PREFIX=${GPUSLICE_LAB_NETNS_PREFIX:-gsb}
+# An optimised binary: bench/ builds its own (cmake --preset release -B build/bench), else lab.sh's choice.
+if [[ -z ${GPUSLICE_BIN:-} && -x $REPO/build/bench/cmd/gpuslice ]]; then export GPUSLICE_BIN=$REPO/build/bench/cmd/gpuslice; fi
+STATE=$GPUSLICE_LAB_STATE
 BIN=${GPUSLICE_LAB_CACHE:-$HOME/.cache/gpuslice-lab}/bin
 WATCH=$BENCH_DIR/apiserver_watch.py
 PODS=2000 NODES=200 SAMPLES=7 MODE=ask KEEP=false
@@ -72,7 +83,7 @@ kc() { "$BIN/kubectl" --kubeconfig "$KCFG" "$@"; }
 # ---- the lab ----------------------------------------------------------------------------------------------
 lab_running() { "$LAB" status >/dev/null 2>&1 && grep -qx a "$STATE/tenants" 2>/dev/null; }
 case $MODE in
-  ask) lab_running && die "a lab is running: pass --reuse to use it or --fresh to restart it (lab/lab.sh status)"
+  ask) lab_running && die "a lab is running in $STATE: pass --reuse to use it or --fresh to restart it"
        MODE=fresh ;;
   reuse) lab_running || die "--reuse: no lab with tenant a is running" ;;
 esac

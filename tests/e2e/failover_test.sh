@@ -36,8 +36,8 @@ c.setdefault("webhook", {})["bindAddress"] = "127.0.0.1:9444"
 c.setdefault("server", {})["healthBindAddress"] = "127.0.0.1:" + sys.argv[3]
 open(sys.argv[2], "w").write(yaml.safe_dump(c, sort_keys=False))
 PY
-bin=${GPUSLICE_BIN:-$E2E_ROOT/build/release/cmd/gpuslice}
-setsid ip netns exec "${E2E_NETNS_PREFIX}a" bash -c 'echo $$ >"$0"; exec "$@"' "$R2_PIDFILE" \
+bin=$(gpuslice_bin)
+setsid ip netns exec "$(netns_of a)" bash -c 'echo $$ >"$0"; exec "$@"' "$R2_PIDFILE" \
   "$bin" serve --config="$R2_CONFIG" --kubeconfig="$D/gpuslice.kubeconfig" >>"$R2_LOG" 2>&1 </dev/null &
 r2_alive() { r2_pid >/dev/null; }
 r2_healthy() { in_ns a curl -sf --max-time 2 "http://127.0.0.1:$R2_HEALTH/healthz" || in_ns a curl -skf --max-time 2 "https://127.0.0.1:$R2_HEALTH/healthz"; }

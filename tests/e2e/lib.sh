@@ -71,10 +71,19 @@ lab_pid() {
   local p; p=$(cat "$LAB_STATE/pids/$1-$2.pid" 2>/dev/null) || return 1
   [[ -n $p && -d /proc/$p ]] && [[ $(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null) != Z ]] && echo "$p"
 }
-# in_ns TENANT CMD...: runs CMD inside the tenant's worker network namespace (gs-TENANT; E2E_NETNS_PREFIX
-# overrides the prefix for a lab started from a modified lab.sh).
-E2E_NETNS_PREFIX=${E2E_NETNS_PREFIX:-gs-}
-in_ns() { local t=$1; shift; ip netns exec "$E2E_NETNS_PREFIX$t" "$@"; }
+# netns_of TENANT: the tenant's worker network namespace (<prefix>-TENANT, prefix as the running lab recorded it
+# in lab.env, default gs). in_ns TENANT CMD...: runs CMD inside it.
+netns_of() {
+  local NETNS_PREFIX=gs
+  [[ -f $LAB_STATE/lab.env ]] && NETNS_PREFIX=$(source "$LAB_STATE/lab.env"; echo "$NETNS_PREFIX")
+  echo "$NETNS_PREFIX-$1"
+}
+in_ns() { local t=$1; shift; ip netns exec "$(netns_of "$t")" "$@"; }
+# gpuslice_bin: the binary the lab runs (its private copy), else GPUSLICE_BIN, else the release build.
+gpuslice_bin() {
+  if [[ -x $LAB_STATE/bin/gpuslice ]]; then echo "$LAB_STATE/bin/gpuslice"
+  else echo "${GPUSLICE_BIN:-$E2E_ROOT/build/release/cmd/gpuslice}"; fi
+}
 # agent_connected TENANT: the tenant's Konnectivity proxy-server has an agent (as lab.sh status reports it).
 agent_connected() {
   "$LAB" status 2>/dev/null | awk -v t="  tenant-$1:" 'index($0, t) == 1 {on = 1; next} /^  tenant-/ {on = 0}

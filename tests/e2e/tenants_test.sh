@@ -9,7 +9,7 @@ trap e2e_cleanup EXIT
 CHECKS=" ${E2E_CHECKS:-1 2 3 4 5 6 7 8 9 10} "
 want() { [[ $CHECKS == *" $1 "* ]]; }
 NSA=e2e-tenants-a NSB=e2e-tenants-b
-BIN=${GPUSLICE_BIN:-$E2E_ROOT/build/release/cmd/gpuslice}
+BIN=$(gpuslice_bin)
 
 e2e_ns a "$NSA" || { fail "tenants: namespace $NSA" "kubectl create namespace failed"; exit 1; }
 e2e_ns b "$NSB" || { fail "tenants: namespace $NSB" "kubectl create namespace failed"; exit 1; }

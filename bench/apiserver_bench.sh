@@ -14,7 +14,9 @@
 #
 # Binding is observed from a watch on the API server (bench/apiserver_watch.py), never from scheduler logs.
 #
-#   bench/apiserver_bench.sh [--pods 2000] [--nodes 200] [--samples 7] [--reuse | --fresh] [--keep]
+#   bench/apiserver_bench.sh [--pods 2000] [--nodes 200] [--samples 7] [--node-lock hami|off] [--reuse | --fresh] [--keep]
+#     --node-lock  gpuslice's scheduler.nodeLock for this run (default: the lab's configuration, hami): written into
+#              the lab's generated $STATE/tenant-a/gpuslice-config.yaml, restored at the end
 #     --reuse  use the lab already running (it must have tenant a with gpuslice and >= --nodes extra nodes)
 #     --fresh  (re)start the lab: lab/lab.sh up --tenants a --extra-nodes NODES (stops a running lab!)
 #     --keep   leave the lab up at the end (default: down if this script brought it up)
@@ -38,7 +40,7 @@ if [[ -z ${GPUSLICE_BIN:-} && -x $REPO/build/bench/cmd/gpuslice ]]; then export 
 STATE=$GPUSLICE_LAB_STATE
 BIN=${GPUSLICE_LAB_CACHE:-$HOME/.cache/gpuslice-lab}/bin
 WATCH=$BENCH_DIR/apiserver_watch.py
-PODS=2000 NODES=200 SAMPLES=7 MODE=ask KEEP=false
+PODS=2000 NODES=200 SAMPLES=7 MODE=ask KEEP=false NODE_LOCK=""
 NS=gpuslice-bench
 KS_NAME=bench-kube-scheduler
 GS_NAME=gpuslice-scheduler
@@ -53,10 +55,12 @@ while (($#)); do
     --reuse) MODE=reuse; shift ;;
     --fresh) MODE=fresh; shift ;;
     --keep) KEEP=true; shift ;;
-    *) echo "usage: $0 [--pods N] [--nodes N] [--samples N] [--reuse|--fresh] [--keep]" >&2; exit 2 ;;
+    --node-lock) NODE_LOCK=$2; shift 2 ;;
+    *) echo "usage: $0 [--pods N] [--nodes N] [--samples N] [--node-lock hami|off] [--reuse|--fresh] [--keep]" >&2; exit 2 ;;
   esac
 done
 [[ $PODS =~ ^[0-9]+$ && $NODES =~ ^[0-9]+$ && $SAMPLES =~ ^[0-9]+$ ]] || { echo "numbers, please" >&2; exit 2; }
+[[ -z $NODE_LOCK || $NODE_LOCK == hami || $NODE_LOCK == off ]] || { echo "--node-lock: hami or off" >&2; exit 2; }
 
 log() { printf '[bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
@@ -65,12 +69,16 @@ now() { date +%s.%N; }
 WORK=$(mktemp -d /tmp/gpuslice-apiserver-bench.XXXXXX)
 KS_PID="" WATCH_PID="" BROUGHT_UP=false
 cleanup() {
-  set +e
+  set +eu
   [[ -n $WATCH_PID ]] && kill "$WATCH_PID" 2>/dev/null
   [[ -n $KS_PID ]] && kill "$KS_PID" 2>/dev/null && wait "$KS_PID" 2>/dev/null
   if [[ -f $STATE/tenant-a/admin.kubeconfig ]] && kc get ns "$NS" >/dev/null 2>&1; then
     kc delete namespace "$NS" --wait=false >/dev/null 2>&1
     kc delete node "$LAT_NODE" --ignore-not-found >/dev/null 2>&1
+  fi
+  if [[ -f $GS_CONFIG.bench-orig ]]; then
+    mv "$GS_CONFIG.bench-orig" "$GS_CONFIG"
+    "$LAB" stop a gpuslice >/dev/null 2>&1; "$LAB" start a gpuslice >/dev/null 2>&1
   fi
   if $BROUGHT_UP && ! $KEEP; then "$LAB" down >/dev/null 2>&1; fi
   log "work files kept in $WORK"
@@ -78,6 +86,7 @@ cleanup() {
 trap cleanup EXIT
 
 KCFG=$STATE/tenant-a/admin.kubeconfig
+GS_CONFIG=$STATE/tenant-a/gpuslice-config.yaml
 kc() { "$BIN/kubectl" --kubeconfig "$KCFG" "$@"; }
 
 # ---- the lab ----------------------------------------------------------------------------------------------
@@ -96,6 +105,22 @@ fi
 have_nodes=$(kc get nodes -l gpuslice.io/lab=extra --no-headers 2>/dev/null | wc -l)
 ((have_nodes >= NODES)) || die "tenant a has $have_nodes extra nodes, want $NODES (lab/lab.sh up --extra-nodes $NODES)"
 all_nodes=$(kc get nodes --no-headers | wc -l)
+if [[ -n $NODE_LOCK ]]; then
+  cp "$GS_CONFIG" "$GS_CONFIG.bench-orig"
+  python3 - "$GS_CONFIG" "$NODE_LOCK" <<'PY'
+import sys, yaml
+c = yaml.safe_load(open(sys.argv[1]))
+c.setdefault("scheduler", {})["nodeLock"] = sys.argv[2]
+open(sys.argv[1], "w").write(yaml.safe_dump(c, sort_keys=False))
+PY
+fi
+LOCK_MODE=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1])).get("scheduler", {}).get("nodeLock", "hami"))' "$GS_CONFIG")
+log "gpuslice scheduler.nodeLock: $LOCK_MODE"
+if kc get namespace "$NS" >/dev/null 2>&1; then   # left by an interrupted run: let it finish terminating
+  log "waiting for namespace $NS of an earlier run to go"
+  kc delete namespace "$NS" --wait=true --timeout=300s >/dev/null 2>&1 || die "namespace $NS is stuck"
+fi
+kc delete node "$LAT_NODE" --ignore-not-found >/dev/null
 kc create namespace "$NS" >/dev/null
 
 # ---- manifests --------------------------------------------------------------------------------------------
@@ -245,12 +270,12 @@ kill "$WATCH_PID" 2>/dev/null; WATCH_PID=""
 LAT=$(python3 "$WATCH" latency --events "$WORK/latency.events" --pairs "$pairs")
 
 # ---- report -----------------------------------------------------------------------------------------------
-python3 - "$GS" "$KS" "$LAT" "$PODS" "$all_nodes" <<'PY'
+python3 - "$GS" "$KS" "$LAT" "$PODS" "$all_nodes" "$LOCK_MODE" <<'PY'
 import json, sys, statistics
 gs, ks, lat = (json.loads(x) for x in sys.argv[1:4])
-pods, nodes = sys.argv[4], sys.argv[5]
+pods, nodes, lock = sys.argv[4], sys.argv[5], sys.argv[6]
 def f(x, d=1): return "-" if x is None else f"{x:.{d}f}"
-print(f"\n| {pods} pods, {nodes} nodes | gpuslice (GPU pods) | kube-scheduler (plain pods) | ratio |")
+print(f"\n| {pods} pods, {nodes} nodes | gpuslice (GPU pods, nodeLock {lock}) | kube-scheduler (plain pods) | ratio |")
 print("|---|---|---|---|")
 print(f"| bound | {gs['bound']} | {ks['bound']} | |")
 print(f"| scheduler start -> all bound (s) | {f(gs.get('start_to_all_s'))} | {f(ks.get('start_to_all_s'))} | |")
@@ -261,7 +286,7 @@ print(f"| pods/s incl. start-up and sync | {f(gs.get('pods_per_s_start'))} | {f(
 print(f"| pods/s first -> last bind | {f(gs.get('pods_per_s_steady'))} | {f(ks.get('pods_per_s_steady'))} | {f(r2, 2)} |")
 ls = [s['latency_s'] for s in lat if s['latency_s'] is not None]
 if ls:
-    print(f"\nfreed slice -> pending pod bound (gpuslice, {len(ls)} samples): "
+    print(f"\nfreed slice -> pending pod bound (gpuslice, nodeLock {lock}, {len(ls)} samples): "
           f"p50 {statistics.median(ls) * 1000:.0f} ms, max {max(ls) * 1000:.0f} ms; "
           f"samples (ms): {', '.join(f'{x * 1000:.0f}' for x in ls)}")
 PY

@@ -168,6 +168,27 @@ struct NodeVerdict {
   PodDevices devices;
 };
 
+// A necessary condition checked before the full evaluation during the search: every GPU container needs `gpus`
+// usable cards each with its memory and cores free. Integer compares over a node's cards, nothing allocated.
+bool may_fit_cards(const NodeState& n, const PodInfo& pod) {
+  for (const ContainerGpuRequest& req : pod.gpu.containers) {
+    if (req.gpus <= 0) {
+      continue;
+    }
+    const int64_t cores = std::min<int64_t>(req.cores, 100);
+    int64_t ok = 0;
+    for (const CardState& c : n.cards) {
+      if (c.usable() && c.free_cores() >= cores && c.free_mem_mib() >= request_mem_on_card(req, c.info)) {
+        ++ok;
+      }
+    }
+    if (ok < req.gpus) {
+      return false;
+    }
+  }
+  return true;
+}
+
 NodeVerdict fail_with(std::string_view reason) {
   NodeVerdict v;
   v.reasons.emplace_back(reason);
@@ -534,6 +555,9 @@ Decision schedule(const Snapshot& snap, const PodInfo& pod, const ScheduleOption
   }
   snap.visit_candidates(q, policy.node_order, [&](const NodeState& n) {
     ++d.nodes_visited;
+    if (wants_gpu && !may_fit_cards(n, pod)) {
+      return false;
+    }
     NodeVerdict v = evaluate(snap, n, pod, policy, wants_gpu, /*explain=*/false);
     if (!v.fits) {
       return false;

@@ -52,22 +52,30 @@ int64_t core_bucket_hi(int b) {
   return int64_t(b) * 10;
 }
 
+// The node's capacity summary rides in the key, so the walk needs no lookup per node.
 struct Key {
   double score;
   const std::string* name;
   const NodeState* node;
+  int64_t max_free_mem = 0;
+  int64_t max_free_cores = 0;
+  int64_t usable = 0;
+};
+struct ScoreOnly {
+  double score;
 };
 struct KeyLess {
+  using is_transparent = void;
   bool operator()(const Key& a, const Key& b) const {
     if (a.score != b.score) {
       return a.score < b.score;
     }
     return *a.name < *b.name;
   }
+  bool operator()(const Key& a, ScoreOnly b) const { return a.score < b.score; }
+  bool operator()(ScoreOnly a, const Key& b) const { return a.score < b.score; }
 };
 using Bucket = std::set<Key, KeyLess>;
-
-const std::string kEmptyName;
 
 }  // namespace
 
@@ -115,7 +123,7 @@ class BucketCursor {
       return;
     }
     double s = std::prev(pos)->score;
-    group_begin_ = b_->lower_bound(Key{s, &kEmptyName, nullptr});
+    group_begin_ = b_->lower_bound(ScoreOnly{s});
     group_end_ = pos;
     it_ = group_begin_;
     done_ = false;
@@ -128,8 +136,6 @@ class BucketCursor {
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-
-bool CardState::visible() const { return is_nvidia_type(info.type); }
 
 bool CardState::usable() const { return visible() && info.health && !cordoned && used_slots < info.count; }
 
@@ -308,7 +314,7 @@ void Snapshot::reindex(NodeState& node) {
   }
   e.bucket = Index::bucket_id(mem_bucket(e.max_free_mem), core_bucket(e.max_free_cores),
                               static_cast<int>(std::min<int64_t>(e.usable, kCardBuckets - 1)));
-  index_->buckets[e.bucket].insert(Key{e.score, &node.name, &node});
+  index_->buckets[e.bucket].insert(Key{e.score, &node.name, &node, e.max_free_mem, e.max_free_cores, e.usable});
   index_->entries.emplace(&node, e);
 }
 
@@ -488,6 +494,7 @@ Status Snapshot::upsert_node(const json::object& node) {
       for (DeviceInfo& d : devs.value()) {
         CardState c;
         c.cordoned = std::find(cordon.begin(), cordon.end(), d.id) != cordon.end();
+        c.nvidia = is_nvidia_type(d.type);
         c.info = std::move(d);
         n.cards.push_back(std::move(c));
       }
@@ -776,13 +783,13 @@ void Snapshot::visit_candidates(const CapacityQuery& q, NodeOrder order,
     if (best == nullptr) {
       return;
     }
-    const NodeState* node = best->head().node;
+    const Key& k = best->head();
+    const NodeState* node = k.node;
+    bool maybe = q.cards == 0 ||
+                 (k.usable >= q.cards && k.max_free_mem >= q.min_card_mem_mib && k.max_free_cores >= q.min_card_cores);
     best->advance();
-    if (q.cards > 0) {
-      const Index::Entry& e = index_->entries.at(node);
-      if (e.usable < q.cards || e.max_free_mem < q.min_card_mem_mib || e.max_free_cores < q.min_card_cores) {
-        continue;
-      }
+    if (!maybe) {
+      continue;
     }
     if (visit(*node)) {
       return;

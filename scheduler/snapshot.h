@@ -61,12 +61,13 @@ struct Taint {
 /// A registered card with the usage of the pods that hold it.
 struct CardState {
   DeviceInfo info;
+  bool nvidia = false;    ///< is_nvidia_type(info.type), computed once at upsert_node
   bool cordoned = false;  ///< UUID listed in hami.io/device-cordon
   int64_t used_mem_mib = 0;
   int64_t used_cores = 0;
   int64_t used_slots = 0;  ///< HAMi's Used
 
-  bool visible() const;  ///< is_nvidia_type(info.type): HAMi's Fit ignores other cards entirely
+  bool visible() const { return nvidia; }  ///< HAMi's Fit ignores cards whose type lacks "nvidia" entirely
   /// Visible, healthy, not cordoned and with a free slot: may take a new container.
   bool usable() const;
   int64_t free_mem_mib() const { return info.devmem - used_mem_mib; }

@@ -276,3 +276,21 @@ seed_scenario() {
       "$out; node=\"$(pod_node "$ns" big)\" PodScheduled: $(pod_reason "$ns" big) $(pod_message "$ns" big)"
   fi
 }
+
+# tunnel_packets TENANT: packets the tenant's Konnectivity proxy-server received from its API server (DIAL_REQ,
+# DATA, ...), from its admin /metrics; it grows exactly when the API server dials through the tunnel (the webhook
+# is the only service-referenced backend). Empty when the admin port does not answer.
+konn_admin_port() {
+  local KONN_PORT_BASE=8132 i=0 t
+  [[ -f $LAB_STATE/lab.env ]] && KONN_PORT_BASE=$(source "$LAB_STATE/lab.env"; echo "$KONN_PORT_BASE")
+  for t in $(cat "$LAB_STATE/tenants" 2>/dev/null); do
+    [[ $t == "$1" ]] && { echo $((KONN_PORT_BASE + 100 * i + 1)); return; }
+    i=$((i + 1))
+  done
+  return 1
+}
+tunnel_packets() {
+  local port; port=$(konn_admin_port "$1") || return 1
+  curl -sf --max-time 3 "http://127.0.0.1:$port/metrics" |
+    awk '/^konnectivity_network_proxy_server_stream_packets_total\{.*segment="from_client"/ {n += $NF} END {if (NR) printf "%d\n", n}'
+}

@@ -20,17 +20,20 @@ if want 1; then
   section "check 1: GPU pod through each tenant's tunnel"
   for t in a b; do
     use_tenant "$t"; ns=$(ns_of "$t")
+    before=$(tunnel_packets "$t")
     out=$(apply_pod "$ns" tunnel-probe 2000 10)
+    after=$(tunnel_packets "$t")
     sched=$(pod_field "$ns" tunnel-probe '{.spec.schedulerName}')
     req=$(pod_annotation "$ns" tunnel-probe gpuslice.io/gpu-request)
     agent=$(agent_connected "$t" && echo connected || echo "NOT connected")
-    if [[ $sched == "$SCHEDULER_NAME" && -n $req ]] && wait_bound "$ns" tunnel-probe 30 &&
+    if [[ $sched == "$SCHEDULER_NAME" && -n $req && -n $before && -n $after ]] && ((after > before)) &&
+       wait_bound "$ns" tunnel-probe 30 &&
        [[ -n $(pod_annotation "$ns" tunnel-probe hami.io/vgpu-devices-allocated) ]]; then
       check_result "check 1" "tenant-$t" ok "GPU pod mutated through the tunnel and bound" \
-        "$ns/tunnel-probe schedulerName=$sched gpu-request=$req node=$(pod_node "$ns" tunnel-probe) allocated=$(pod_annotation "$ns" tunnel-probe hami.io/vgpu-devices-allocated) (agent $agent)"
+        "$ns/tunnel-probe: tunnel packets $before -> $after, schedulerName=$sched, bound to $(pod_node "$ns" tunnel-probe) as $(pod_annotation "$ns" tunnel-probe hami.io/vgpu-devices-allocated) gpu-request=$req"
     else
       check_result "check 1" "tenant-$t" ko "GPU pod mutated through the tunnel and bound" \
-        "$out; schedulerName=\"$sched\" gpu-request=\"$req\" node=\"$(pod_node "$ns" tunnel-probe)\" PodScheduled: $(pod_message "$ns" tunnel-probe) (agent $agent)"
+        "$out; schedulerName=\"$sched\" gpu-request=\"$req\" node=\"$(pod_node "$ns" tunnel-probe)\" PodScheduled: $(pod_message "$ns" tunnel-probe); proxy-server packets from the API server ${before:-?} -> ${after:-?} (agent $agent)"
     fi
     kubectl -n "$ns" delete pod tunnel-probe --wait=true --timeout=30s >/dev/null 2>&1
   done

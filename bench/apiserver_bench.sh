@@ -17,6 +17,7 @@
 #   bench/apiserver_bench.sh [--pods 2000] [--nodes 200] [--samples 7] [--node-lock hami|off] [--reuse | --fresh] [--keep]
 #     --node-lock  gpuslice's scheduler.nodeLock for this run (default: the lab's configuration, hami): written into
 #              the lab's generated $STATE/tenant-a/gpuslice-config.yaml, restored at the end
+#     --qps N  client QPS (burst 2N) for BOTH schedulers (default: their defaults, 50 / burst 100 for both)
 #     --reuse  use the lab already running (it must have tenant a with gpuslice and >= --nodes extra nodes)
 #     --fresh  (re)start the lab: lab/lab.sh up --tenants a --extra-nodes NODES (stops a running lab!)
 #     --keep   leave the lab up at the end (default: down if this script brought it up)
@@ -40,7 +41,7 @@ if [[ -z ${GPUSLICE_BIN:-} && -x $REPO/build/bench/cmd/gpuslice ]]; then export 
 STATE=$GPUSLICE_LAB_STATE
 BIN=${GPUSLICE_LAB_CACHE:-$HOME/.cache/gpuslice-lab}/bin
 WATCH=$BENCH_DIR/apiserver_watch.py
-PODS=2000 NODES=200 SAMPLES=7 MODE=ask KEEP=false NODE_LOCK=""
+PODS=2000 NODES=200 SAMPLES=7 MODE=ask KEEP=false NODE_LOCK="" QPS=""
 NS=gpuslice-bench
 KS_NAME=bench-kube-scheduler
 GS_NAME=gpuslice-scheduler
@@ -56,11 +57,13 @@ while (($#)); do
     --fresh) MODE=fresh; shift ;;
     --keep) KEEP=true; shift ;;
     --node-lock) NODE_LOCK=$2; shift 2 ;;
+    --qps) QPS=$2; shift 2 ;;
     *) echo "usage: $0 [--pods N] [--nodes N] [--samples N] [--node-lock hami|off] [--reuse|--fresh] [--keep]" >&2; exit 2 ;;
   esac
 done
 [[ $PODS =~ ^[0-9]+$ && $NODES =~ ^[0-9]+$ && $SAMPLES =~ ^[0-9]+$ ]] || { echo "numbers, please" >&2; exit 2; }
 [[ -z $NODE_LOCK || $NODE_LOCK == hami || $NODE_LOCK == off ]] || { echo "--node-lock: hami or off" >&2; exit 2; }
+[[ -z $QPS || $QPS =~ ^[0-9]+$ ]] || { echo "--qps: a number" >&2; exit 2; }
 
 log() { printf '[bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
@@ -105,17 +108,23 @@ fi
 have_nodes=$(kc get nodes -l gpuslice.io/lab=extra --no-headers 2>/dev/null | wc -l)
 ((have_nodes >= NODES)) || die "tenant a has $have_nodes extra nodes, want $NODES (lab/lab.sh up --extra-nodes $NODES)"
 all_nodes=$(kc get nodes --no-headers | wc -l)
-if [[ -n $NODE_LOCK ]]; then
+if [[ -n $NODE_LOCK || -n $QPS ]]; then
   cp "$GS_CONFIG" "$GS_CONFIG.bench-orig"
-  python3 - "$GS_CONFIG" "$NODE_LOCK" <<'PY'
+  python3 - "$GS_CONFIG" "$NODE_LOCK" "$QPS" <<'PY'
 import sys, yaml
 c = yaml.safe_load(open(sys.argv[1]))
-c.setdefault("scheduler", {})["nodeLock"] = sys.argv[2]
+s = c.setdefault("scheduler", {})
+if sys.argv[2]:
+    s["nodeLock"] = sys.argv[2]
+if sys.argv[3]:
+    s["kubeQPS"] = int(sys.argv[3])
+    s["kubeBurst"] = 2 * int(sys.argv[3])
 open(sys.argv[1], "w").write(yaml.safe_dump(c, sort_keys=False))
 PY
 fi
 LOCK_MODE=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1])).get("scheduler", {}).get("nodeLock", "hami"))' "$GS_CONFIG")
-log "gpuslice scheduler.nodeLock: $LOCK_MODE"
+GS_QPS=$(python3 -c 'import sys, yaml; s = yaml.safe_load(open(sys.argv[1])).get("scheduler", {}); print(s.get("kubeQPS", 50), s.get("kubeBurst", 100))' "$GS_CONFIG")
+log "gpuslice scheduler.nodeLock: $LOCK_MODE, kubeQPS/kubeBurst: $GS_QPS"
 if kc get namespace "$NS" >/dev/null 2>&1; then   # left by an interrupted run: let it finish terminating
   log "waiting for namespace $NS of an earlier run to go"
   kc delete namespace "$NS" --wait=true --timeout=300s >/dev/null 2>&1 || die "namespace $NS is stuck"
@@ -219,7 +228,7 @@ create_many "$WORK/plain-pods.yaml"
 cat >"$WORK/kube-scheduler.yaml" <<EOF
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
-clientConnection: {kubeconfig: $KCFG}
+clientConnection: {kubeconfig: $KCFG${QPS:+, qps: $QPS, burst: $((2 * ${QPS:-0}))}}
 leaderElection: {leaderElect: false}
 profiles: [{schedulerName: $KS_NAME}]
 EOF
@@ -270,10 +279,11 @@ kill "$WATCH_PID" 2>/dev/null; WATCH_PID=""
 LAT=$(python3 "$WATCH" latency --events "$WORK/latency.events" --pairs "$pairs")
 
 # ---- report -----------------------------------------------------------------------------------------------
-python3 - "$GS" "$KS" "$LAT" "$PODS" "$all_nodes" "$LOCK_MODE" <<'PY'
+python3 - "$GS" "$KS" "$LAT" "$PODS" "$all_nodes" "$LOCK_MODE" "${QPS:-50 (defaults)}" <<'PY'
 import json, sys, statistics
 gs, ks, lat = (json.loads(x) for x in sys.argv[1:4])
-pods, nodes, lock = sys.argv[4], sys.argv[5], sys.argv[6]
+pods, nodes, lock, qps = sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
+print(f"\nclient QPS (both schedulers): {qps}")
 def f(x, d=1): return "-" if x is None else f"{x:.{d}f}"
 print(f"\n| {pods} pods, {nodes} nodes | gpuslice (GPU pods, nodeLock {lock}) | kube-scheduler (plain pods) | ratio |")
 print("|---|---|---|---|")

@@ -46,10 +46,18 @@ wait_for 20 r2_healthy || note "second replica: /healthz on :$R2_HEALTH not answ
 sleep 3
 h_now=$(lease_holder)
 r2_ready=$(in_ns a curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$R2_HEALTH/readyz")
-if [[ $h_now == "$h1" ]] && r2_alive; then
-  pass "failover: two replicas, one leader" "holder $h1 (lab gpuslice PID $leader_pid); replica 2 PID $(r2_pid) follows, its /readyz: HTTP $r2_ready"
+# With both running, a new pod is bound by the leader only.
+apply_pod "$NS" before-failover 4000 10 >/dev/null
+wait_bound "$NS" before-failover 30
+has_event() { [[ -n $(scheduled_by "$NS" "$1") ]]; }
+wait_for 10 has_event before-failover
+by1=$(scheduled_by "$NS" before-failover)
+if [[ $h_now == "$h1" && $by1 == "$h1" ]] && r2_alive && pod_bound "$NS" before-failover; then
+  pass "failover: two replicas, only the leader schedules" \
+    "holder $h1 (lab gpuslice PID $leader_pid) bound before-failover (Scheduled event from $by1); replica 2 PID $(r2_pid) follows, its /readyz: HTTP $r2_ready"
 else
-  fail "failover: two replicas, one leader" "holder before $h1, now $h_now; replica 2 alive: $(r2_alive && echo yes || echo no)"
+  fail "failover: two replicas, only the leader schedules" \
+    "holder before $h1, now $h_now; before-failover bound by \"$by1\" node=\"$(pod_node "$NS" before-failover)\"; replica 2 alive: $(r2_alive && echo yes || echo no)"
 fi
 
 # Kill the leader the hard way: it cannot release the Lease, the follower must wait for it to expire.
@@ -61,12 +69,13 @@ holder_changed() { local h; h=$(lease_holder); [[ -n $h && $h != "$h1" ]]; }
 if wait_for 60 holder_changed; then
   h2=$(lease_holder)
   note "Lease taken over by $h2 $(( $(now_ms) - t0 )) ms after the SIGKILL"
-  if wait_bound "$NS" after-failover 30; then
+  if wait_bound "$NS" after-failover 30 && wait_for 10 has_event after-failover &&
+     [[ $(scheduled_by "$NS" after-failover) == "$h2" ]]; then
     pass "failover: the follower takes over and binds" \
-      "after-failover bound to $(pod_node "$NS" after-failover) ($(pod_annotation "$NS" after-failover hami.io/vgpu-devices-allocated)) $(( $(now_ms) - t0 )) ms after SIGKILL of the leader; holder $h1 -> $h2"
+      "after-failover bound to $(pod_node "$NS" after-failover) ($(pod_annotation "$NS" after-failover hami.io/vgpu-devices-allocated)) by $(scheduled_by "$NS" after-failover) $(( $(now_ms) - t0 )) ms after SIGKILL of the leader; holder $h1 -> $h2"
   else
     fail "failover: the follower takes over and binds" \
-      "holder $h2 but after-failover not bound: $out; PodScheduled: $(pod_reason "$NS" after-failover) $(pod_message "$NS" after-failover)"
+      "holder $h2 but after-failover not bound by it (Scheduled event from \"$(scheduled_by "$NS" after-failover)\"): $out; PodScheduled: $(pod_reason "$NS" after-failover) $(pod_message "$NS" after-failover)"
   fi
 else
   fail "failover: the follower takes over and binds" "Lease holder still \"$(lease_holder)\" 60 s after SIGKILL; replica 2 log: $(tail -3 "$R2_LOG" | tr '\n' ' ')"

@@ -294,3 +294,10 @@ tunnel_packets() {
   curl -sf --max-time 3 "http://127.0.0.1:$port/metrics" |
     awk '/^konnectivity_network_proxy_server_stream_packets_total\{.*segment="from_client"/ {n += $NF} END {if (NR) printf "%d\n", n}'
 }
+
+# scheduled_by NS NAME: reportingInstance of the pod's Scheduled event (events.k8s.io/v1): the identity of the
+# gpuslice replica that bound it.
+scheduled_by() {
+  kubectl -n "$1" get events.events.k8s.io -o json 2>/dev/null | jq -r --arg n "$2" \
+    '[.items[] | select(.regarding.name == $n and .reason == "Scheduled") | .reportingInstance][0] // ""'
+}

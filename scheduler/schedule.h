@@ -90,7 +90,7 @@ struct Decision {
   std::string message;
   std::vector<NodeFailure> failures;  ///< when not scheduled and explain_failures: every node, name order
   size_t nodes_total = 0;
-  size_t nodes_visited = 0;  ///< nodes examined in full (a measure of the index's pruning)
+  size_t nodes_visited = 0;  ///< nodes the index handed out before the decision (a measure of its pruning)
 };
 
 /// Decides where `pod` goes. The pod's own record in the snapshot, if any, is NOT discounted: forget() or

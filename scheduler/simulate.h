@@ -53,8 +53,8 @@ struct SimulationInput {
   std::vector<std::pair<std::string, std::vector<Manifest>>> pod_files;
 };
 
-/// Nodes and ResourceQuotas from every file first (Pods found in the node files are treated as already bound
-/// cluster state when they carry spec.nodeName, else queued like the pod files); then each Pod in file order:
+/// Nodes, ResourceQuotas and already placed Pods (spec.nodeName or hami.io/vgpu-node set) from every file first, as
+/// cluster state; then every other Pod, node files before pod files, in file order:
 /// webhook policy (rejected -> Rejected with its message), patch applied, parse_pod, schedule (Pending with the
 /// message), assume. Errors name the file, document index and field (e.g. a bad register annotation).
 Result<SimulationResult> simulate(const SimulationInput& input, const Configuration& config, int64_t now_unix);

@@ -18,8 +18,8 @@
 //   snap.forget(ns, name);                  // bind failed: drop the assumption
 //   snap.expire_assumed(now_unix, ttl);     // assumptions never confirmed by a watch event time out
 //
-// Every mutator is O(pods on the affected node) at worst and keeps the free-capacity index current, so the loop
-// never rebuilds. Events may arrive in any order: a pod may reference a node (or card) that is not known yet; its
+// Every mutator keeps the free-capacity index current, so the loop never rebuilds: upsert_pod/remove_pod/assume/
+// forget cost O(log pods + cards of the node), upsert_node O(pods on that node), expire_assumed O(pods). Events may arrive in any order: a pod may reference a node (or card) that is not known yet; its
 // contribution is kept and applied when the node (or card) appears. Re-applying the same object is idempotent.
 //
 // What counts (hami-protocol.md §4): a pod holds GPU usage while it carries `hami.io/vgpu-node` and

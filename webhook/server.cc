@@ -85,6 +85,10 @@ struct WebhookMetrics {
   metrics::Family<metrics::Counter>& reloads;
   metrics::Gauge& open;
   metrics::Family<metrics::Gauge>& build_info;
+  // Hot-path children looked up once (Family::with takes a lock and builds a label vector).
+  metrics::Histogram* latency_all = nullptr;
+  metrics::Counter* review_200 = nullptr;
+  metrics::Counter* by_outcome[5] = {};
 
   static WebhookMetrics& get() {
     static WebhookMetrics* m = [] {
@@ -102,10 +106,11 @@ struct WebhookMetrics {
           r.gauge("gpuslice_webhook_open_connections", "Open connections on the webhook listeners.").with({}),
           r.gauge("gpuslice_build_info", "gpuslice build information; always 1.", {"version"}),
       };
-      w->latency.with({});  // the unlabelled series exists (count 0) before the first review
+      w->latency_all = &w->latency.with({});  // the series exists (count 0) before the first review
+      w->review_200 = &w->requests.with({"review", "200"});
       for (auto o : {ReviewOutcome::patched, ReviewOutcome::allowed, ReviewOutcome::skipped, ReviewOutcome::denied,
                      ReviewOutcome::rejected}) {
-        w->reviews.with({outcome_name(o)});
+        w->by_outcome[static_cast<int>(o)] = &w->reviews.with({outcome_name(o)});
       }
       w->reviews.with({"error"});
       return w;
@@ -402,24 +407,28 @@ Response route(Server::State& s, const Request& req, bool tls_listener) {
     }
     const auto t0 = std::chrono::steady_clock::now();
     ReviewReply reply;
-    std::string outcome;
+    metrics::Counter* outcome = nullptr;
     try {
       reply = s.handler(req.body());
-      outcome = outcome_name(reply.outcome);
+      const auto index = static_cast<size_t>(reply.outcome);
+      outcome = index < std::size(s.m.by_outcome) ? s.m.by_outcome[index] : nullptr;
     } catch (const std::exception& e) {
       // review() is not supposed to throw; if it does, this request fails and the server carries on.
       log::error("review handler threw", {{"error", e.what()}});
       reply.http_status = 500;
       reply.content_type = "text/plain; charset=utf-8";
       reply.body = "500 internal server error: the review failed\n";
-      outcome = "error";
     }
-    s.m.reviews.with({outcome}).inc();
+    (outcome != nullptr ? *outcome : s.m.reviews.with({"error"})).inc();
     Response r{static_cast<http::status>(reply.http_status), req.version()};
     r.set(http::field::content_type, reply.content_type);
     r.keep_alive(req.keep_alive());
     r.body() = std::move(reply.body);
-    s.m.latency.with({}).observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    s.m.latency_all->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (r.result_int() == 200) {
+      s.m.review_200->inc();
+      return r;
+    }
     count("review", r);
     return r;
   }

@@ -7,9 +7,17 @@
 //
 //   auto client = kube::Client::create(io.get_executor(), config, {}).value();
 //   co_spawn(io, [&]() -> awaitable<void> {
-//     auto pods = co_await client->list(collection_path(resources::pods()), {.field_selector = "spec.nodeName="});
+//     kube::ListOptions unbound;
+//     unbound.field_selector = "spec.nodeName=";
+//     auto pods = co_await client->list(collection_path(resources::pods()), unbound);
 //     if (!pods) log::error("list", {{"error", pods.error().to_string()}});
 //   }, detached);
+//
+// g++-12 pitfalls (verified with ASan on this toolchain): (1) a braced aggregate temporary inside a co_await
+// expression is destroyed twice (`co_await c->list(p, ListOptions{...})`, `co_await c->watch(p, {}, h)`):
+// build option structs as named locals first (defaults here use value-initialisation, which is safe);
+// (2) never co_await inside Catch2's REQUIRE (it wraps the expression in __builtin_constant_p and g++
+// evaluates the co_await twice).
 //
 // Threading: a Client and everything using it live on ONE executor: an io_context run by one thread, or a
 // strand. Calls from other threads must be posted there.
@@ -148,7 +156,7 @@ class Client : public std::enable_shared_from_this<Client> {
   boost::asio::awaitable<ApiResult<boost::json::object>> patch(std::string path, PatchType type,
                                                                std::string patch, std::string field_manager = {});
   /// DELETE path with optional DeleteOptions. 404 is an error (is_not_found()); callers may ignore it.
-  boost::asio::awaitable<ApiStatus> remove(std::string path, DeleteOptions options = {});
+  boost::asio::awaitable<ApiStatus> remove(std::string path, DeleteOptions options = DeleteOptions());
 
   // ---- list and watch -----------------------------------------------------------------------------------
 
@@ -157,7 +165,7 @@ class Client : public std::enable_shared_from_this<Client> {
   /// All pages following metadata.continue; items concatenated, resource_version of the first page (the
   /// list's consistent snapshot). A 410 on a continue token (expired snapshot) restarts from the first page
   /// once, then is returned as an error.
-  boost::asio::awaitable<ApiResult<ListPage>> list(std::string collection_path, ListOptions options = {});
+  boost::asio::awaitable<ApiResult<ListPage>> list(std::string collection_path, ListOptions options = ListOptions());
 
   /// Watches until the server closes, 410, the handler stops, cancellation, or an error (transport,
   /// timeout, 4xx/5xx other than 410, an over-long line, a non-410 ERROR event). Deadline: timeout_seconds +

@@ -824,8 +824,36 @@ asio::awaitable<LockOwnerState> SchedulingLoop::owner_state(const std::string& n
 
 asio::awaitable<bool> SchedulingLoop::acquire_lock(Binding& b) {
   const std::string node = b.decision.node;
+  auto& line = lock_lines_[node];
+  line.push_back(b.key);
+  // Leaving the line (taken, given up or stopped) lets the next binder of this node try.
+  struct Leave {
+    SchedulingLoop* self;
+    std::string node;
+    PodKey key;
+    ~Leave() {
+      auto it = self->lock_lines_.find(node);
+      if (it != self->lock_lines_.end()) {
+        auto& l = it->second;
+        l.erase(std::remove(l.begin(), l.end(), key), l.end());
+        if (l.empty()) {
+          self->lock_lines_.erase(it);
+        }
+      }
+      self->notify_node(node);
+    }
+  } leave{this, node, b.key};
   const auto deadline = options_.clock.steady() + options_.lock_wait;
   while (!stopped_ && active_) {
+    if (auto it = lock_lines_.find(node); it != lock_lines_.end() && !it->second.empty() &&
+                                          !(it->second.front() == b.key)) {
+      const auto now = options_.clock.steady();
+      if (now >= deadline) {
+        co_return false;
+      }
+      co_await wait_node_change(node, std::min(duration_cast<milliseconds>(deadline - now), milliseconds(2000)));
+      continue;
+    }
     auto mit = nodes_.find(node);
     if (mit == nodes_.end()) {
       co_return false;

@@ -38,6 +38,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -190,6 +191,9 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   std::map<PodKey, Reported> reported_;  // last FailedScheduling per pod (rate limit)
   std::map<PodKey, int> conflict_retries_;  // immediate re-decisions after a 409, bounded
   std::map<std::string, std::vector<std::shared_ptr<boost::asio::steady_timer>>> node_waiters_;
+  // Binders waiting for a node's lock, in arrival order: only the head tries to take it, so a release wakes one
+  // writer instead of a herd of conflicting patches (which would also drain the client's QPS budget).
+  std::map<std::string, std::deque<PodKey>> lock_lines_;
   std::size_t side_effects_ = 0;
 
   boost::asio::steady_timer wake_timer_;

@@ -17,7 +17,11 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <iterator>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -52,7 +56,7 @@ struct Options {
 
 struct Stats {
   std::vector<uint32_t> latencies_us;
-  uint64_t ok = 0, errors = 0;
+  uint64_t ok = 0, errors = 0, total = 0;  // total: every 200, warm-up included (for CPU per review)
 };
 
 class Conn : public std::enable_shared_from_this<Conn> {
@@ -135,7 +139,10 @@ class Conn : public std::enable_shared_from_this<Conn> {
         auto now = clock_type::now();
         if (self->res_->get().result_int() != 200) {
           ++self->stats_.errors;
-        } else if (self->due_ >= self->measure_from_) {
+          return self->next();
+        }
+        ++self->stats_.total;
+        if (self->due_ >= self->measure_from_) {
           ++self->stats_.ok;
           self->stats_.latencies_us.push_back(static_cast<uint32_t>(
               std::chrono::duration_cast<std::chrono::microseconds>(now - self->due_).count()));
@@ -166,6 +173,32 @@ std::string read_all(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+/// utime + stime of a process in seconds (/proc/PID/stat fields 14 and 15).
+double proc_cpu_seconds(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = text.rfind(')');
+  if (close == std::string::npos) {
+    return 0;
+  }
+  std::istringstream fields(text.substr(close + 2));
+  std::string f;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i == 14 || i == 15) {
+      ticks += std::stod(f);
+    }
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double self_cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 std::string proc_status(long pid, const char* key) {
@@ -212,6 +245,8 @@ int main(int argc, char** argv) {
   ctx.set_verify_mode(ssl::verify_peer);
   ctx.set_verify_callback(ssl::host_name_verification("127.0.0.1"));
 
+  const double server_cpu0 = o.server_pid > 0 ? proc_cpu_seconds(o.server_pid) : 0;
+  const double client_cpu0 = self_cpu_seconds();
   net::io_context ioc;
   const auto t0 = clock_type::now() + std::chrono::milliseconds(200);
   const auto measure_from = t0 + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.warmup));
@@ -228,9 +263,12 @@ int main(int argc, char** argv) {
   for (auto& t : threads) {
     t.join();
   }
+  const double server_cpu = o.server_pid > 0 ? proc_cpu_seconds(o.server_pid) - server_cpu0 : 0;
+  const double client_cpu = self_cpu_seconds() - client_cpu0;
   std::vector<uint32_t> all;
-  uint64_t ok = 0, errors = 0;
+  uint64_t ok = 0, errors = 0, total = 0;
   for (auto& s : stats) {
+    total += s.total;
     all.insert(all.end(), s.latencies_us.begin(), s.latencies_us.end());
     ok += s.ok;
     errors += s.errors;
@@ -252,6 +290,13 @@ int main(int argc, char** argv) {
   if (o.server_pid > 0) {
     std::printf("server pid %ld: VmRSS=%s VmHWM=%s\n", o.server_pid, proc_status(o.server_pid, "VmRSS:").c_str(),
                 proc_status(o.server_pid, "VmHWM:").c_str());
+    // CPU per review is what a loaded shared machine cannot distort much: it projects the rate on idle cores.
+    const double per = total > 0 ? server_cpu / static_cast<double>(total) * 1e6 : 0;
+    const double cper = total > 0 ? client_cpu / static_cast<double>(total) * 1e6 : 0;
+    std::printf("cpu per review: server=%.1fus client=%.1fus (%llu reviews incl. warm-up); projected on 2 idle "
+                "cores: server alone %.0f/s, server+this client %.0f/s\n",
+                per, cper, static_cast<unsigned long long>(total), per > 0 ? 2e6 / per : 0.0,
+                per + cper > 0 ? 2e6 / (per + cper) : 0.0);
   }
   return errors == 0 ? 0 : 1;
 }

@@ -51,22 +51,37 @@ pid=$(lab_pid a gpuslice) || { fail "restart: gpuslice running before the test" 
 holder_before=$(lease_holder)
 
 # The burst: 4 concurrent creators, one create per pod (explicit schedulerName, so creation succeeds while the
-# webhook is down too: the test is about the scheduler's state, not admission). gpuslice is killed as soon as a
-# few pods are bound, with the rest of the burst still arriving and queued.
+# webhook is down too: the test is about the scheduler's state, not admission).
 burst_pod() {
   gpu_pod "$1" 20000 30 | sed 's/^spec:/spec:\n  schedulerName: gpuslice-scheduler\n  nodeSelector: {gpuslice.io\/e2e: restart}/'
 }
 export -f burst_pod gpu_pod
 bound_count() { kubectl -n "$NS" get pods -o json | jq '[.items[] | select(.spec.nodeName != null)] | length'; }
 created_count() { kubectl -n "$NS" get pods -o name | grep -c .; }
-errs=$(mktemp)
+errs=$(mktemp) watchlog=$(mktemp)
+# A watch on the burst's pods: the kill is aimed at the moment a pod carries gpuslice's allocation annotations
+# (hami.io/vgpu-node) but is not bound yet, i.e. between annotate and bind; if that is never observed by the
+# time a third of the burst exists, the kill happens then anyway.
+kubectl -n "$NS" get pods -w --request-timeout=120s \
+  -o jsonpath='{.metadata.name} [{.spec.nodeName}] [{.metadata.annotations.hami\.io/vgpu-node}]{"\n"}' >"$watchlog" 2>/dev/null &
+watcher=$!
 ( seq 1 "$PODS" | xargs -P 4 -I{} bash -c 'burst_pod burst-{} | kubectl -n "$0" create -f - >/dev/null 2>>"$1" || echo "burst-{}" >>"$1"' "$NS" "$errs" ) &
 creator=$!
-some_bound() { (($(bound_count) >= 3)); }
-wait_for 60 some_bound
+in_flight() { grep -m1 -E '^[^ ]+ \[\] \[[^]]+\]$' "$watchlog"; }
+enough_created() { (($(awk '{print $1}' "$watchlog" | sort -u | grep -c .) >= PODS / 3)); }
+moment=""
+deadline=$((SECONDS + 60))
+while ((SECONDS < deadline)); do
+  if hit=$(in_flight); then n=${hit##*[}; moment="while ${hit%% *} was annotated for ${n%]} but not yet bound"; break; fi
+  if enough_created; then moment="with no pod caught between annotate and bind"; break; fi
+  sleep 0.02
+done
+kill -KILL "$pid" 2>/dev/null && killed=1 || killed=0
+kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
 killed_created=$(created_count)
-kill -KILL "$pid" 2>/dev/null && killed_bound=$(bound_count) || killed_bound=-1
-note "kill -9 gpuslice (PID $pid) with $killed_created/$PODS pods created, $killed_bound bound"
+((killed)) && killed_bound=$(bound_count) || killed_bound=-1
+note "kill -9 gpuslice (PID $pid) $moment; then: $killed_created/$PODS pods created, $killed_bound bound"
+rm -f "$watchlog"
 wait "$creator"
 created=$(created_count)
 create_errors=("$(cat "$errs")"); rm -f "$errs"
@@ -77,7 +92,7 @@ newpid=$(lab_pid a gpuslice)
 note "restarted gpuslice: PID ${newpid:-none} (lease holder before the kill: ${holder_before:-none})"
 if ((killed_bound >= 0 && killed_bound < PODS)) && [[ -n $newpid && $newpid != "$pid" ]]; then
   pass "restart: gpuslice killed mid-burst and restarted" \
-    "SIGKILL PID $pid with $killed_bound bound of $killed_created created, $((created - killed_created)) more created while down; new PID $newpid"
+    "SIGKILL PID $pid $moment ($killed_bound bound of $killed_created created), $((created - killed_created)) more created while down; new PID $newpid"
 else
   fail "restart: gpuslice killed mid-burst and restarted" "killed_bound=$killed_bound new PID=${newpid:-none}"
 fi

@@ -5,7 +5,10 @@
 #   E2E_CHECKS="1 2 9"   run only these checks (default: all ten, in order; 10 runs inside 9)
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
-trap e2e_cleanup EXIT
+# Whatever happens, leave tenant-a's Konnectivity agent running (check 9 stops it).
+AGENT_STOPPED=0
+on_exit() { ((AGENT_STOPPED)) && "$LAB" start a agent >/dev/null 2>&1; e2e_cleanup; }
+trap on_exit EXIT
 CHECKS=" ${E2E_CHECKS:-1 2 3 4 5 6 7 8 9 10} "
 want() { [[ $CHECKS == *" $1 "* ]]; }
 NSA=e2e-tenants-a NSB=e2e-tenants-b
@@ -164,6 +167,7 @@ doctor() {  # tenant -> prints doctor output, returns its exit status
 if want 9 || want 10; then
   section "checks 9-10: tenant-a's Konnectivity agent stopped, then started again"
   pids_before=$(for c in apiserver proxy-server gpuslice mock-device-agent kwok; do echo "$c=$(lab_pid a "$c")"; done | xargs)
+  AGENT_STOPPED=1
   "$LAB" stop a agent >/dev/null 2>&1
   agent_down() { ! agent_connected a; }
   wait_for 15 agent_down || note "proxy-server of tenant-a still reports an agent after 15 s"
@@ -184,7 +188,7 @@ if want 9 || want 10; then
     d_fail=$(grep -E '^FAIL ' <<<"$d_out" | awk '{print $2}' | xargs)
     d_cause=$(grep -m1 -E '^ +cause:' <<<"$d_out" | sed 's/^ *//')
   fi
-  "$LAB" start a agent >/dev/null 2>&1
+  "$LAB" start a agent >/dev/null 2>&1 && AGENT_STOPPED=0
   use_tenant a
   wait_for 30 agent_connected a
   # The API server may need a moment to use the new agent: retry the create (bounded) until admitted.

@@ -792,6 +792,11 @@ void correlate(std::vector<CheckResult>& checks) {
                  held;
     gpu->fix = tunnel->fix + "; GPU pods are admitted again once the agent reconnects, nothing else needs restarting";
     gpu->cause_id = "agent-not-connected";
+  } else if (CheckResult* cert = find("serving-cert"); cert != nullptr && cert->verdict == Verdict::fail) {
+    // The API server reached the webhook but refused its certificate (the call failed open).
+    gpu->cause = cert->cause + held;
+    gpu->fix = cert->fix;
+    gpu->cause_id = cert->cause_id;
   } else if (tunnel->verdict == Verdict::pass) {
     gpu->cause = "the tunnel works (an agent is connected) but the webhook did not answer through it: gpuslice is not "
                  "running or not listening on the worker, or the Service points elsewhere" + held;

@@ -177,8 +177,9 @@ CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Name
 CheckResult check_inventory(const std::vector<boost::json::object>& nodes, std::size_t max_listed = 20);
 
 /// Cross-checks results after all checks ran: a GPU dry run refused by the guard (webhook-not-reached) is
-/// attributed to the tunnel when the tunnel check failed with agent-not-connected, or to gpuslice itself
-/// (webhook-down: the tunnel works, nothing answered) when the tunnel check passed.
+/// attributed, in this order, to the tunnel when the tunnel check failed with agent-not-connected, to the
+/// certificate when serving-cert failed (ca-bundle-mismatch, san-mismatch, ...: the API server refused the webhook's
+/// TLS), or to gpuslice itself (webhook-down: the tunnel works, nothing answered) when the tunnel check passed.
 void correlate(std::vector<CheckResult>& checks);
 
 // ---- report ---------------------------------------------------------------------------------------------------

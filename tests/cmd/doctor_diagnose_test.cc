@@ -440,6 +440,17 @@ TEST_CASE("correlate: a guard refusal is blamed on the tunnel or on gpuslice", "
     CHECK(checks[1].cause_id == "webhook-down");
     CHECK_THAT(checks[1].cause, Contains("gpuslice is not running"));
   }
+  SECTION("tunnel up, certificate refused: blamed on the certificate") {
+    auto good = bundle_for("gpuslice-webhook");
+    auto other = bundle_for("gpuslice-webhook");
+    std::vector<CheckResult> checks{
+        check_serving_cert(ref_with_ca(other.ca_cert_pem), good.cert_pem, "test", kNow),
+        check_tunnel("n", ApiFailure{503, "ServiceUnavailable", "dial tcp 10.244.0.1:10250: connect: refused"}),
+        guard};
+    correlate(checks);
+    CHECK(checks[2].cause_id == "ca-bundle-mismatch");
+    CHECK_THAT(checks[2].cause, Contains("held back"));
+  }
   SECTION("tunnel unknown: left as is") {
     std::vector<CheckResult> checks{check_tunnel("", std::nullopt), guard};
     correlate(checks);

@@ -76,3 +76,47 @@ if [[ $sched == default-scheduler && -z $ann ]]; then
 else
   fail "plain-pod: untouched by the webhook" "apply: $out; schedulerName=\"$sched\" annotations=\"$ann\""
 fi
+
+section "HAMi-style variants (tenant-a)"
+# nvidia.com/gpumem-percentage: 25 % of the 81920 MiB A100 = 20480 MiB in the device string.
+kubectl -n "$NS" apply -f - >/dev/null 2>&1 <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata: {name: percentage}
+spec:
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: cuda
+    image: nvidia/cuda:12.4.1-base-ubuntu22.04
+    resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem-percentage: 25, nvidia.com/gpucores: 20}}
+YAML
+# A GPU-less sidecar before the GPU container, gpumem alone (nvidia.com/gpu defaulted to 1): every container
+# slot is kept, the empty one included (hami-protocol.md section 4).
+kubectl -n "$NS" apply -f - >/dev/null 2>&1 <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata: {name: sidecar}
+spec:
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: log-shipper
+    image: busybox:1.36
+  - name: cuda
+    image: nvidia/cuda:12.4.1-base-ubuntu22.04
+    resources: {limits: {nvidia.com/gpumem: 5000}}
+YAML
+for spec in "percentage|^GPU-[^,]+,NVIDIA,20480,20:;$|;" "sidecar|^;GPU-[^,]+,NVIDIA,5000,0:;$|;;"; do
+  IFS='|' read -r name want consumed <<<"$spec"
+  if wait_bound "$NS" "$name" 30 && wait_for 20 bind_phase_success "$NS" "$name"; then
+    alloc=$(pod_annotation "$NS" "$name" hami.io/vgpu-devices-allocated)
+    left=$(pod_annotation "$NS" "$name" hami.io/vgpu-devices-to-allocate)
+    if [[ $alloc =~ $want && $left == "$consumed" ]]; then
+      pass "gpu-pod: $name encoded as HAMi does" "devices-allocated=$alloc, to-allocate after the agent=\"$left\""
+    else
+      fail "gpu-pod: $name encoded as HAMi does" "devices-allocated=\"$alloc\" (want $want), to-allocate=\"$left\" (want \"$consumed\")"
+    fi
+  else
+    fail "gpu-pod: $name encoded as HAMi does" \
+      "node=\"$(pod_node "$NS" "$name")\" bind-phase=\"$(pod_annotation "$NS" "$name" hami.io/bind-phase)\" PodScheduled: $(pod_message "$NS" "$name")"
+  fi
+done

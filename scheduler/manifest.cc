@@ -5,7 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
-#include <regex>
+#include <string_view>
 
 namespace gpuslice::scheduler {
 namespace json = boost::json;
@@ -15,6 +15,61 @@ namespace {
 constexpr int kMaxDepth = 128;  // manifests are shallow; this bounds recursion on hostile input
 
 bool is_null_word(const std::string& s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
+
+// The YAML 1.2 core schema's patterns, by hand: std::regex recurses per character and overflows the stack on long
+// scalars.
+bool digits(std::string_view s, size_t& i, bool (*ok)(char)) {
+  size_t start = i;
+  while (i < s.size() && ok(s[i])) {
+    ++i;
+  }
+  return i > start;
+}
+bool dec(char c) { return c >= '0' && c <= '9'; }
+bool oct(char c) { return c >= '0' && c <= '7'; }
+bool hex(char c) { return dec(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+// [-+]?[0-9]+
+bool is_int(std::string_view s) {
+  size_t i = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
+  return digits(s, i, dec) && i == s.size();
+}
+// 0o[0-7]+ | 0x[0-9a-fA-F]+
+bool is_radix(std::string_view s, char kind) {
+  if (s.size() < 3 || s[0] != '0' || s[1] != kind) {
+    return false;
+  }
+  size_t i = 2;
+  return digits(s, i, kind == 'o' ? oct : hex) && i == s.size();
+}
+// [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
+bool is_float(std::string_view s) {
+  size_t i = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    if (!digits(s, i, dec)) {
+      return false;
+    }
+  } else {
+    if (!digits(s, i, dec)) {
+      return false;
+    }
+    if (i < s.size() && s[i] == '.') {
+      ++i;
+      digits(s, i, dec);
+    }
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) {
+      ++i;
+    }
+    if (!digits(s, i, dec)) {
+      return false;
+    }
+  }
+  return i == s.size();
+}
 
 // YAML 1.2 core schema resolution of a plain (unquoted, untagged) scalar.
 json::value resolve_plain(const std::string& s) {
@@ -27,11 +82,7 @@ json::value resolve_plain(const std::string& s) {
   if (s == "false" || s == "False" || s == "FALSE") {
     return false;
   }
-  static const std::regex kInt("[-+]?[0-9]+");
-  static const std::regex kOct("0o[0-7]+");
-  static const std::regex kHex("0x[0-9a-fA-F]+");
-  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
-  if (std::regex_match(s, kInt)) {
+  if (is_int(s)) {
     const char* b = s.data() + (s[0] == '+' ? 1 : 0);
     int64_t v = 0;
     auto [p, ec] = std::from_chars(b, s.data() + s.size(), v);
@@ -45,7 +96,7 @@ json::value resolve_plain(const std::string& s) {
     }
     return json::string(s);  // too large for any integer type: keep the text rather than lose digits
   }
-  if (std::regex_match(s, kOct) || std::regex_match(s, kHex)) {
+  if (is_radix(s, 'o') || is_radix(s, 'x')) {
     uint64_t u = 0;
     int base = s[1] == 'o' ? 8 : 16;
     auto [p, ec] = std::from_chars(s.data() + 2, s.data() + s.size(), u, base);
@@ -54,7 +105,7 @@ json::value resolve_plain(const std::string& s) {
     }
     return json::string(s);
   }
-  if (std::regex_match(s, kFloat)) {
+  if (is_float(s)) {
     double d = std::strtod(s.c_str(), nullptr);
     if (std::isfinite(d)) {
       return d;

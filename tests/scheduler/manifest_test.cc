@@ -169,3 +169,15 @@ spec: {containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1, nvidia.com
   CHECK_THAT(table, Contains("team/fits"));
   CHECK_THAT(table, Contains("25000/40000"));
 }
+
+TEST_CASE("long plain scalars convert without deep recursion", "[manifest]") {
+  std::string digits(200000, '7');
+  auto v = yaml_to_json("a: " + digits + "\nb: " + std::string(200000, 'x') + "\nc: 1." + std::string(1000, '5') + "\n");
+  REQUIRE(v.ok());
+  CHECK(v->at("a").as_string().size() == digits.size());  // too large for an integer: kept as text
+  CHECK(v->at("b").as_string().size() == 200000);
+  CHECK(v->at("c").is_double());
+  auto nested = yaml_to_json(std::string(300, '[') + std::string(300, ']'));
+  REQUIRE_FALSE(nested.ok());
+  CHECK_THAT(nested.message(), Contains("nesting deeper than"));
+}

@@ -560,3 +560,30 @@ TEST_CASE("with and without the index: identical decisions on a random cluster",
   CHECK(scheduled > 100);
   CHECK(scheduled < 800);  // both outcomes exercised
 }
+
+TEST_CASE("the issue's example message: 1 CardInsufficientMemory and 2 affinity mismatches", "[schedule][message]") {
+  Snapshot s;
+  REQUIRE(s.upsert_node(node({.name = "gpu-a", .cards = {card("GPU-a", 16000)}, .labels = {{"pool", "gpu"}}})).ok());
+  REQUIRE(s.upsert_node(node({.name = "cpu-1", .cards = {card("GPU-x")}, .labels = {{"pool", "cpu"}}})).ok());
+  REQUIRE(s.upsert_node(node({.name = "cpu-2", .cards = {card("GPU-y")}, .labels = {{"pool", "cpu"}}})).ok());
+  json::object p = gpu_pod("p", "1", "20000", "10");
+  spec(p)["nodeSelector"] = json::object{{"pool", "gpu"}};
+  Decision d = decide(s, p);
+  CHECK_FALSE(d.scheduled);
+  CHECK(d.message ==
+        "0/3 nodes are available: 1 CardInsufficientMemory, 2 node(s) didn't match Pod's node affinity/selector.");
+  REQUIRE(d.failures.size() == 3);
+  CHECK(d.failures[0].node == "cpu-1");  // name order
+}
+
+TEST_CASE("ephemeral-storage fits against the node's allocatable", "[schedule][node]") {
+  Snapshot s;
+  REQUIRE(s.upsert_node(node({.name = "n", .cards = {card("GPU-a")}})).ok());  // 100Gi ephemeral-storage
+  json::object p = gpu_pod("p", "1", "100", "1");
+  spec(p)["containers"].as_array()[0].as_object()["resources"].as_object()["requests"] =
+      json::object{{"ephemeral-storage", "101Gi"}};
+  CHECK(decide(s, p).message == "0/1 nodes are available: 1 Insufficient ephemeral-storage.");
+  spec(p)["containers"].as_array()[0].as_object()["resources"].as_object()["requests"] =
+      json::object{{"ephemeral-storage", "99Gi"}};
+  CHECK(decide(s, p).scheduled);
+}

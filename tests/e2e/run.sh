@@ -41,7 +41,13 @@ teardown() {
     "$LAB" down >/dev/null 2>&1 || echo "lab/lab.sh down failed"
   fi
 }
-on_signal() { echo "interrupted"; echo "FAIL run.sh interrupted" >>"$E2E_RESULTS"; teardown; summary; exit 130; }
+child=""
+on_signal() {
+  echo "interrupted"
+  # The running test gets SIGTERM (through timeout) and runs its own cleanup before the lab goes down.
+  [[ -n $child ]] && { kill -TERM "$child" 2>/dev/null; wait "$child" 2>/dev/null; }
+  echo "FAIL run.sh interrupted" >>"$E2E_RESULTS"; teardown; summary; exit 130
+}
 trap on_signal INT TERM
 
 if [[ ${E2E_KEEP_LAB:-0} == 1 ]] && "$LAB" status >/dev/null 2>&1; then
@@ -64,8 +70,12 @@ for test in "$ROOT"/tests/e2e/*_test.sh; do
   echo "==== $name ($(date -u +%H:%M:%S) UTC)"
   before=$(wc -l <"$E2E_RESULTS")
   start=$SECONDS
-  timeout --kill-after=10 "$TEST_TIMEOUT" bash "$test"
+  # In the background and waited for, so that a signal to this runner is handled at once.
+  timeout --kill-after=10 "$TEST_TIMEOUT" bash "$test" &
+  child=$!
+  wait "$child"
   rc=$?
+  child=""
   after=$(wc -l <"$E2E_RESULTS")
   if ((rc == 124 || rc == 137)); then
     printf 'FAIL  %s\n      timed out after %s s\n' "$name" "$TEST_TIMEOUT"

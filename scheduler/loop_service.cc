@@ -146,6 +146,9 @@ Result<std::unique_ptr<SchedulerProcess>> SchedulerProcess::start(const Configur
   co.burst = config.scheduler.kube_burst;
   co.timeout = config.scheduler.kube_timeout;
   co.user_agent = "gpuslice-scheduler";
+  // Up to max_binds_in_flight binders write at once; with the default pool of 4 most of them would pay a new
+  // TLS handshake per request.
+  co.max_idle_connections = 32;
   const std::string lease_ns = lease_namespace_for(config, *rest);
   const std::string source = rest->source;
   auto client = kube::Client::create(p->io_.get_executor(), std::move(*rest), co);

@@ -4,7 +4,10 @@
 #include "scheduler/allocation.h"
 #include "scheduler/node_lock.h"
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -163,7 +166,22 @@ asio::awaitable<void> MockDeviceAgent::allocate(std::string ns, std::string name
         consider_pod(*g);
       }
     } else if (!r.error().is_not_found()) {
-      log::warning("mock allocate failed", {{"pod", key}, {"error", r.error().to_string()}});
+      // Transport trouble or a 5xx: the pod's next event may never come (it is bound and waiting), so retry
+      // here, bounded, or the node lock would stall until the scheduler's timeout.
+      log::warning("mock allocate failed; retrying", {{"pod", key}, {"error", r.error().to_string()}});
+      for (int attempt = 0; attempt < 10; ++attempt) {
+        asio::steady_timer t(executor_);
+        t.expires_after(std::chrono::milliseconds(200 << std::min(attempt, 4)));
+        co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        auto g = co_await api_->get_pod(ns, name);
+        if (g) {
+          consider_pod(*g);
+          break;
+        }
+        if (g.error().is_not_found()) {
+          break;
+        }
+      }
     }
     co_return;
   }
@@ -238,6 +256,7 @@ int run_mock_device_agent(const MockAgentConfig& config) {
   kube::ClientOptions co;
   co.qps = config.qps;
   co.burst = config.burst;
+  co.max_idle_connections = 32;  // allocations run concurrently: keep their connections alive
   co.user_agent = "gpuslice-mock-device-agent";
   auto client = kube::Client::create(io.get_executor(), std::move(*rest), co);
   if (!client) {

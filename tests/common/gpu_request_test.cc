@@ -20,7 +20,7 @@ TEST_CASE("a bare GPU count asks for a whole exclusive card") {
   CHECK(r->containers[0].cores == 100);
 }
 
-TEST_CASE("memory and cores without a count default to one GPU; memoryFactor applies") {
+TEST_CASE("memory and cores without a count default to one GPU, memoryFactor applies") {
   DeviceConfig d;
   d.memory_factor = 2;
   auto r = extract_gpu_request(

@@ -348,7 +348,7 @@ TEST_CASE("a pooled connection closed by the server is replaced transparently") 
   REQUIRE(server.requests().size() == 2);
 }
 
-TEST_CASE("list follows continue tokens; a 410 on a continue token restarts once") {
+TEST_CASE("list follows continue tokens, a 410 on a continue token restarts once") {
   asio::io_context io;
   int expired_once = 0;
   TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [&](const Recorded& r) {

@@ -41,7 +41,7 @@ TEST_CASE("Status errors are decoded from the body, or synthesized from the HTTP
   REQUIRE(gone.reason == "Expired");
 }
 
-TEST_CASE("watch events decode with their resourceVersion; ERROR carries the Status") {
+TEST_CASE("watch events decode with their resourceVersion, ERROR carries the Status") {
   auto ev = decode_watch_event(R"({"type":"MODIFIED","object":{"kind":"Pod","metadata":{"name":"p","resourceVersion":"77"}}})");
   REQUIRE(ev);
   REQUIRE(ev->type == WatchEventType::modified);

@@ -70,7 +70,7 @@ TEST_CASE("lease JSON round-trips") {
   CHECK(bad.message().find("leaseDurationSeconds") != std::string::npos);
 }
 
-TEST_CASE("first replica creates the lease and leads; second waits") {
+TEST_CASE("first replica creates the lease and leads, second waits") {
   Store store;
   LeaderElector a("a", "kube-system", "l", cfg());
   LeaderElector b("b", "kube-system", "l", cfg());
@@ -93,7 +93,7 @@ TEST_CASE("first replica creates the lease and leads; second waits") {
   CHECK(b.observed_holder() == "a");
 }
 
-TEST_CASE("renewals keep the leader; the other replica never takes over") {
+TEST_CASE("renewals keep the leader, the other replica never takes over") {
   Store store;
   LeaderElector a("a", "ns", "l", cfg());
   LeaderElector b("b", "ns", "l", cfg());

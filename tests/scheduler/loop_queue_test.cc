@@ -99,7 +99,7 @@ TEST_CASE("the pod's own change moves it out of backoff") {
   CHECK(q.pop(t0) == k("a"));
 }
 
-TEST_CASE("done and forget drop the pod; forget of an in-flight pod waits for its return") {
+TEST_CASE("done and forget drop the pod, forget of an in-flight pod waits for its return") {
   PendingQueue q(opts());
   q.add(k("a"), t0);
   q.add(k("b"), t0);

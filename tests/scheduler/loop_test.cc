@@ -369,7 +369,7 @@ TEST_CASE("loop: a failed bind releases the lock and drops the assumption", "[lo
   h.finish();
 }
 
-TEST_CASE("loop: an inactive (non-leader) loop writes nothing; activation schedules", "[loop][leader]") {
+TEST_CASE("loop: an inactive (non-leader) loop writes nothing, activation schedules", "[loop][leader]") {
   Harness h;
   h.api->put_node(make_node("gpu-0", "GPU-a"));
   h.api->put_pod(make_pod("p", 1000, 10));

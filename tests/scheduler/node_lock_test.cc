@@ -48,7 +48,7 @@ TEST_CASE("own lock: already ours") {
   CHECK(other.holder_ns == "ns2");
 }
 
-TEST_CASE("expired lock is taken over; the boundary is exclusive") {
+TEST_CASE("expired lock is taken over, the boundary is exclusive") {
   auto at_limit = decide_node_lock("gpu-1", format_node_lock(kNow - kTimeout, "ns", "q"), "ns", "p", kNow, kTimeout,
                                    LockOwnerState::active);
   CHECK(at_limit.action == LockAction::contention);

@@ -178,7 +178,7 @@ TEST_CASE("requests are read where limits are absent") {
   CHECK(m.pod["spec"]["schedulerName"] == "gpuslice-scheduler");
 }
 
-TEST_CASE("default-scheduler pods are taken over; the takeover list and our name are configurable") {
+TEST_CASE("default-scheduler pods are taken over, the takeover list and our name are configurable") {
   auto m = mutate_and_apply(fixture("default_scheduler"), Configuration{});
   CHECK(m.pod["spec"]["schedulerName"] == "gpuslice-scheduler");
   bool replaced = false;
@@ -197,7 +197,7 @@ TEST_CASE("default-scheduler pods are taken over; the takeover list and our name
   CHECK(r.patch.empty());
 }
 
-TEST_CASE("an existing env entry is replaced, not duplicated; our own scheduler name is left alone") {
+TEST_CASE("an existing env entry is replaced, not duplicated, our own scheduler name is left alone") {
   auto m = mutate_and_apply(fixture("existing_env"), Configuration{});
   const json& c = container(m.pod, "containers", 0);
   CHECK(env_value(c, "CUDA_TASK_PRIORITY") == "0");

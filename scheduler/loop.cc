@@ -270,6 +270,9 @@ struct SchedulingLoop::Binding {
   std::string uid;
   SteadyTime first_seen{};
   bool needs_lock = false;
+  /// The pod's identity (metadata only) for Events: the watch may deliver the bound pod, and drop it from
+  /// pending_, before the bind call returns, so events must not depend on pending_.
+  boost::json::object event_ref;
 };
 
 SchedulingLoop::SchedulingLoop(asio::any_io_executor executor, LoopOptions options, std::shared_ptr<LoopApi> api)
@@ -659,6 +662,14 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
   b->resource_version = kube::resource_version_of(pod);
   b->uid = kube::uid_of(pod);
   b->first_seen = it->second.first_seen;
+  {
+    boost::json::object meta;
+    meta["namespace"] = key.ns;
+    meta["name"] = key.name;
+    meta["uid"] = b->uid;
+    meta["resourceVersion"] = b->resource_version;
+    b->event_ref["metadata"] = std::move(meta);
+  }
   binders_[key] = b->decision.node;
   m.binds_in_flight.with({}).set(static_cast<double>(binders_.size()));
   asio::co_spawn(executor_, bind_task(std::move(b)), asio::detached);
@@ -757,12 +768,8 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
       recent_binds_[key] = {node, now};
       queue_.done(key);
       reported_.erase(key);
-      auto pit = pending_.find(key);
-      if (pit != pending_.end()) {
-        emit_event(pit->second.object, "Scheduled", "Normal",
-                   "Successfully assigned " + key.str() + " to " + node);
-        pending_.erase(pit);
-      }
+      emit_event(b->event_ref, "Scheduled", "Normal", "Successfully assigned " + key.str() + " to " + node);
+      pending_.erase(key);
       log::info("pod bound", {{"pod", key.str()}, {"node", node}}, 1);
       break;
     }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs every gpuslice test on this machine, installing what is missing first:
 #   1. unit tests and fuzz-corpus replays under ASan/UBSan (CTest, `asan` preset);
-#   2. the release build of the binary used by the end-to-end tests;
-#   3. the end-to-end tests against a real two-tenant control plane (lab/lab.sh: etcd, kube-apiserver,
-#      kube-controller-manager, Konnectivity, kwok, all built from the Go module proxy and cached).
+#   2. the end-to-end tests against a real two-tenant control plane (lab/lab.sh: etcd, kube-apiserver,
+#      kube-controller-manager, Konnectivity, kwok, all built from the Go module proxy and cached), run with
+#      the same ASan/UBSan build of gpuslice, so memory errors on the real path fail the run too.
 # Needs root (apt-get, network namespaces). Exits non-zero on the first failing stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,13 +19,20 @@ cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$JOBS"
 ctest --preset asan -j "$JOBS"
 
-stage "release build"
-cmake --preset release >/dev/null
-cmake --build --preset release -j "$JOBS" --target gpuslice
-export GPUSLICE_BIN=$ROOT/build/release/cmd/gpuslice
+export GPUSLICE_BIN=$ROOT/build/asan/cmd/gpuslice
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 stage "lab tools (cached after the first build)"
 lab/build-tools.sh
 
-stage "end-to-end tests against the lab"
-tests/e2e/run.sh
+stage "end-to-end tests against the lab (gpuslice built with ASan/UBSan)"
+status=0
+tests/e2e/run.sh || status=$?
+# A sanitizer report in any gpuslice log fails the run even if every check passed.
+logs=${GPUSLICE_LAB_STATE:-$ROOT/lab/.state}/logs
+if grep -rlE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$logs" 2>/dev/null; then
+  echo "sanitizer reports found in the lab logs above"
+  grep -rhE -A20 "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$logs" | head -80
+  status=1
+fi
+exit $status

@@ -1,4 +1,5 @@
 #include "scheduler/allocation.h"
+#include "scheduler/text.h"
 
 #include <charconv>
 #include <limits>
@@ -7,19 +8,7 @@ namespace gpuslice::scheduler {
 
 namespace {
 
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  while (true) {
-    size_t p = s.find(sep, start);
-    if (p == std::string_view::npos) {
-      out.push_back(s.substr(start));
-      return out;
-    }
-    out.push_back(s.substr(start, p - start));
-    start = p + 1;
-  }
-}
+using detail::split;
 
 std::string quoted(std::string_view v) {
   constexpr size_t kMax = 64;

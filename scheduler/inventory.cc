@@ -1,4 +1,5 @@
 #include "scheduler/inventory.h"
+#include "scheduler/text.h"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -24,19 +25,7 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  while (true) {
-    size_t p = s.find(sep, start);
-    if (p == std::string_view::npos) {
-      out.push_back(s.substr(start));
-      return out;
-    }
-    out.push_back(s.substr(start, p - start));
-    start = p + 1;
-  }
-}
+using detail::split;
 
 bool parse_int(std::string_view s, int64_t& out) {
   s = trim(s);

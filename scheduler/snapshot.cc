@@ -1,6 +1,7 @@
 #include "scheduler/snapshot.h"
 
 #include "scheduler/quantity.h"
+#include "scheduler/text.h"
 
 #include <boost/json/serialize.hpp>
 
@@ -176,18 +177,9 @@ double node_score(const NodeState& node) {
 
 namespace {
 
-const json::object* obj(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return (v != nullptr && v->is_object()) ? &v->get_object() : nullptr;
-}
-const json::array* arr(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return (v != nullptr && v->is_array()) ? &v->get_array() : nullptr;
-}
-std::string str(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return (v != nullptr && v->is_string()) ? std::string(v->get_string()) : std::string();
-}
+using detail::arr;
+using detail::obj;
+using detail::str;
 std::string value_text(const json::value& v) {
   return v.is_string() ? std::string(v.get_string()) : json::serialize(v);
 }

@@ -95,17 +95,25 @@ std::optional<PodKey> PendingQueue::pop(SteadyTime now) {
   return key;
 }
 
-void PendingQueue::done_unschedulable(const PodKey& key, SteadyTime now) {
+PendingQueue::Entry* PendingQueue::returned(const PodKey& key) {
   auto it = entries_.find(key);
   if (it == entries_.end()) {
-    return;
+    return nullptr;
   }
-  Entry& e = it->second;
-  if (e.forget_on_return) {
-    unlink(key, e);
+  if (it->second.forget_on_return) {
+    unlink(key, it->second);
     entries_.erase(it);
+    return nullptr;
+  }
+  return &it->second;
+}
+
+void PendingQueue::done_unschedulable(const PodKey& key, SteadyTime now) {
+  Entry* found = returned(key);
+  if (found == nullptr) {
     return;
   }
+  Entry& e = *found;
   if (e.moved_while_in_flight) {
     e.moved_while_in_flight = false;
     to_active(key, e);
@@ -115,16 +123,11 @@ void PendingQueue::done_unschedulable(const PodKey& key, SteadyTime now) {
 }
 
 void PendingQueue::done_error(const PodKey& key, SteadyTime now) {
-  auto it = entries_.find(key);
-  if (it == entries_.end()) {
+  Entry* found = returned(key);
+  if (found == nullptr) {
     return;
   }
-  Entry& e = it->second;
-  if (e.forget_on_return) {
-    unlink(key, e);
-    entries_.erase(it);
-    return;
-  }
+  Entry& e = *found;
   // A transient failure is not cured by a cluster event: always back off, so a conflict storm cannot spin.
   e.moved_while_in_flight = false;
   to_waiting(key, e, now + backoff_for(e.attempts));

@@ -93,6 +93,9 @@ class PendingQueue {
   void to_active(const PodKey& key, Entry& e);
   void to_waiting(const PodKey& key, Entry& e, SteadyTime at);
   void unlink(const PodKey& key, Entry& e);
+  /// The entry of a pod coming back from a scheduling attempt, or nullptr when it is unknown or was forgotten
+  /// while in flight (then dropped here).
+  Entry* returned(const PodKey& key);
 
   QueueOptions options_;
   uint64_t next_seq_ = 0;

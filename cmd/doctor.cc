@@ -1,12 +1,12 @@
 // `gpuslice doctor`: checks a tenant's gpuslice end to end through its API server and prints each check as
-// PASS/FAIL/SKIP with evidence, and on failure the likely cause and fix (webhook/doctor_diagnose.h has the
+// PASS/FAIL/SKIP with evidence, and on failure the likely cause and fix (doctor/diagnose.h has the
 // format and the decisions). This file is only the I/O: it reads objects and runs the dry runs.
 #include "cmd/command.h"
+#include "doctor/diagnose.h"
 #include "common/log.h"
 #include "kube/client.h"
 #include "kube/kubeconfig.h"
 #include "kube/url.h"
-#include "webhook/doctor_diagnose.h"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>

@@ -1,9 +1,9 @@
 // `gpuslice simulate`: "what if" placement offline. Reads Node, ResourceQuota and Pod manifests, sends each pod
 // through the webhook policy and the scheduler in file order, and prints where each pod lands (or why not).
-// Only file reading, the clock and printing live here; the work is scheduler/simulate.h.
+// Only file reading, the clock and printing live here; the work is simulate/simulate.h.
 #include "cmd/command.h"
 #include "common/config.h"
-#include "scheduler/simulate.h"
+#include "simulate/simulate.h"
 
 #include <boost/json/serialize.hpp>
 
@@ -49,7 +49,7 @@ int run(const Options& o) {
     }
     config = std::move(c.value());
   }
-  gpuslice::scheduler::SimulationInput input;
+  gpuslice::simulate::SimulationInput input;
   auto load = [](const std::vector<std::string>& paths, auto& dst) -> bool {
     for (const std::string& p : paths) {
       auto text = read_file(p);
@@ -57,7 +57,7 @@ int run(const Options& o) {
         std::fprintf(stderr, "gpuslice simulate: %s\n", text.message().c_str());
         return false;
       }
-      auto m = gpuslice::scheduler::parse_manifests(text.value(), p);
+      auto m = gpuslice::simulate::parse_manifests(text.value(), p);
       if (!m.ok()) {
         std::fprintf(stderr, "gpuslice simulate: %s\n", m.message().c_str());
         return false;
@@ -69,16 +69,16 @@ int run(const Options& o) {
   if (!load(o.nodes, input.node_files) || !load(o.pods, input.pod_files)) {
     return 2;
   }
-  auto result = gpuslice::scheduler::simulate(input, config, static_cast<int64_t>(std::time(nullptr)));
+  auto result = gpuslice::simulate::simulate(input, config, static_cast<int64_t>(std::time(nullptr)));
   if (!result.ok()) {
     std::fprintf(stderr, "gpuslice simulate: %s\n", result.message().c_str());
     return 2;
   }
   if (o.output == "json") {
-    std::string text = boost::json::serialize(gpuslice::scheduler::simulation_to_json(result.value()));
+    std::string text = boost::json::serialize(gpuslice::simulate::simulation_to_json(result.value()));
     std::printf("%s\n", text.c_str());
   } else {
-    std::fputs(gpuslice::scheduler::simulation_to_table(result.value()).c_str(), stdout);
+    std::fputs(gpuslice::simulate::simulation_to_table(result.value()).c_str(), stdout);
   }
   return 0;
 }

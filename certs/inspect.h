@@ -1,5 +1,5 @@
 #pragma once
-// Certificate checks for `gpuslice doctor`: does the webhook configuration's caBundle hold a CA, does the
+// Certificate inspection (used by `gpuslice doctor`): does the webhook configuration's caBundle hold a CA, does the
 // serving certificate chain to it, and does it carry the SAN the API server dials (`<svc>.<ns>.svc`).
 // Deterministic: the verification time is a parameter (no clock inside). OpenSSL's C API, no I/O.
 
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace gpuslice::doctor {
+namespace gpuslice::certs {
 
 /// What `gpuslice doctor` prints about one certificate.
 struct CertInfo {
@@ -40,4 +40,4 @@ bool san_covers(const CertInfo& cert, std::string_view name);
 /// "2026-11-30T08:00:00Z" for a unix time (UTC), for evidence lines.
 std::string format_unix_time(int64_t unix_seconds);
 
-}  // namespace gpuslice::doctor
+}  // namespace gpuslice::certs

@@ -1,4 +1,4 @@
-#include "scheduler/manifest.h"
+#include "simulate/manifest.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -7,7 +7,7 @@
 #include <limits>
 #include <string_view>
 
-namespace gpuslice::scheduler {
+namespace gpuslice::simulate {
 namespace json = boost::json;
 
 namespace {
@@ -239,4 +239,4 @@ Result<std::vector<Manifest>> parse_manifests(std::string_view text, std::string
   return out;
 }
 
-}  // namespace gpuslice::scheduler
+}  // namespace gpuslice::simulate

@@ -1,5 +1,5 @@
 // Certificate checks for `gpuslice doctor` (OpenSSL C API; verification time injected).
-#include "webhook/doctor_tls.h"
+#include "certs/inspect.h"
 
 #include <openssl/asn1.h>
 #include <openssl/bio.h>
@@ -15,7 +15,7 @@
 #include <ctime>
 #include <memory>
 
-namespace gpuslice::doctor {
+namespace gpuslice::certs {
 namespace {
 
 struct BioFree {
@@ -211,4 +211,4 @@ std::string format_unix_time(int64_t unix_seconds) {
   return buf;
 }
 
-}  // namespace gpuslice::doctor
+}  // namespace gpuslice::certs

@@ -1,8 +1,7 @@
 // The decisions of `gpuslice doctor`: error mapping, each check's verdict, the report format.
 #include "certs/certs.h"
 #include "common/base64.h"
-#include "webhook/doctor_diagnose.h"
-#include "webhook/doctor_tls.h"
+#include "doctor/diagnose.h"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -212,27 +211,6 @@ TEST_CASE("serving-cert: chain, SAN, expiry against the caBundle", "[doctor][tls
     CHECK(r.verdict == Verdict::pass);
     CHECK_THAT(r.evidence.back(), Contains("not verified"));
   }
-}
-
-TEST_CASE("tls helpers: SAN wildcard, chain errors, time format", "[doctor][tls]") {
-  CertInfo c;
-  c.dns_sans = {"*.gpuslice-system.svc", "localhost"};
-  CHECK(san_covers(c, "gpuslice-webhook.gpuslice-system.svc"));
-  CHECK(san_covers(c, "LOCALHOST"));
-  CHECK_FALSE(san_covers(c, "a.b.gpuslice-system.svc"));
-  CHECK_FALSE(san_covers(c, "gpuslice-system.svc"));
-  auto good = bundle_for("gpuslice-webhook");
-  auto other = bundle_for("gpuslice-webhook");
-  CHECK(verify_chain(good.ca_cert_pem, good.cert_pem, kNow).ok());
-  auto bad = verify_chain(other.ca_cert_pem, good.cert_pem, kNow);
-  REQUIRE_FALSE(bad.ok());
-  CHECK_THAT(bad.message(), Contains("issuer"));
-  auto parsed = parse_pem_certificates(good.ca_cert_pem + good.cert_pem);
-  REQUIRE(parsed.ok());
-  CHECK(parsed->size() == 2);
-  CHECK(parsed->at(0).is_ca);
-  CHECK_FALSE(parsed->at(1).is_ca);
-  CHECK(format_unix_time(0) == "1970-01-01T00:00:00Z");
 }
 
 TEST_CASE("tls.crt from a kubernetes.io/tls Secret", "[doctor][tls]") {

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace gpuslice::scheduler {
+namespace gpuslice::simulate {
 
 struct Manifest {
   size_t document = 0;        ///< 0-based document index in the file (List items share their List's index)
@@ -27,4 +27,4 @@ Result<boost::json::value> yaml_to_json(std::string_view yaml_text);
 /// `nodes.yaml: document 2: kind: missing`.
 Result<std::vector<Manifest>> parse_manifests(std::string_view text, std::string_view source);
 
-}  // namespace gpuslice::scheduler
+}  // namespace gpuslice::simulate

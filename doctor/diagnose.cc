@@ -1,11 +1,11 @@
 // The decisions of `gpuslice doctor`: observations in, PASS/FAIL/SKIP with evidence, cause and fix out.
-#include "webhook/doctor_diagnose.h"
+#include "doctor/diagnose.h"
 
+#include "certs/inspect.h"
 #include "common/base64.h"
 #include "common/gpu_request.h"
 #include "scheduler/inventory.h"
 #include "scheduler/quantity.h"
-#include "webhook/doctor_tls.h"
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
@@ -411,7 +411,7 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
                                std::string_view source, int64_t now_unix) {
   const std::string check = "serving-cert";
   std::vector<std::string> ev;
-  auto cas = parse_pem_certificates(ref.ca_bundle_pem);
+  auto cas = certs::parse_pem_certificates(ref.ca_bundle_pem);
   if (!cas) {
     return make_fail(check, {"caBundle: " + cas.message()},
                      {"caBundle does not hold a PEM CA certificate, so the API server cannot verify the webhook",
@@ -419,7 +419,7 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
   }
   const auto& ca = cas->front();
   ev.push_back("caBundle: " + std::to_string(cas->size()) + " certificate(s), first " + ca.subject + (ca.is_ca ? " (CA)" : "") +
-               ", valid until " + format_unix_time(ca.not_after_unix));
+               ", valid until " + certs::format_unix_time(ca.not_after_unix));
   if (!ca.is_ca) {
     return make_fail(check, ev,
                      {"the caBundle's certificate is not a CA (basicConstraints CA:FALSE): it cannot sign the serving "
@@ -434,7 +434,7 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
                  "): chain and SAN not verified; pass --serving-cert FILE to check them");
     return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
   }
-  auto leaf = parse_pem_certificates(*serving_cert_pem);
+  auto leaf = certs::parse_pem_certificates(*serving_cert_pem);
   if (!leaf) {
     ev.push_back("serving certificate (" + std::string(source) + "): " + leaf.message());
     return make_fail(check, ev,
@@ -446,10 +446,10 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
     sans.push_back("IP:" + ip);
   }
   ev.push_back("serving certificate (" + std::string(source) + "): " + l.subject + ", issuer " + l.issuer +
-               ", valid until " + format_unix_time(l.not_after_unix) + ", SANs " +
+               ", valid until " + certs::format_unix_time(l.not_after_unix) + ", SANs " +
                (sans.empty() ? std::string("none") : join(sans, ",")));
   std::string server_name = ref.server_name();
-  auto chain = verify_chain(ref.ca_bundle_pem, *serving_cert_pem, now_unix);
+  auto chain = certs::verify_chain(ref.ca_bundle_pem, *serving_cert_pem, now_unix);
   if (!chain) {
     ev.push_back("chain to caBundle: " + chain.message());
     if (contains(chain.message(), "expired") || contains(chain.message(), "not yet valid")) {
@@ -467,7 +467,7 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
   bool ip_name = !server_name.empty() && (std::isdigit(static_cast<unsigned char>(server_name.front())) ||
                                           server_name.find(':') != std::string::npos);
   bool covered = ip_name ? std::find(l.ip_sans.begin(), l.ip_sans.end(), server_name) != l.ip_sans.end()
-                         : san_covers(l, server_name);
+                         : certs::san_covers(l, server_name);
   if (!covered) {
     ev.push_back("SAN " + server_name + ": missing");
     return make_fail(check, ev,
@@ -662,7 +662,7 @@ CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Name
   }
   const auto& l = *lease;
   std::vector<std::string> ev;
-  std::string renew = l.renew_time ? format_unix_time(std::chrono::system_clock::to_time_t(*l.renew_time)) : std::string("(none)");
+  std::string renew = l.renew_time ? certs::format_unix_time(std::chrono::system_clock::to_time_t(*l.renew_time)) : std::string("(none)");
   ev.push_back(id + ": holder " + (l.holder.empty() ? std::string("(none)") : l.holder) + ", renewTime " + renew +
                ", leaseDurationSeconds " + std::to_string(l.duration_seconds) + ", transitions " +
                std::to_string(l.transitions));

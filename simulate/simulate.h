@@ -4,7 +4,7 @@
 
 #include "common/config.h"
 #include "common/result.h"
-#include "scheduler/manifest.h"
+#include "simulate/manifest.h"
 #include "scheduler/snapshot.h"
 
 #include <boost/json/object.hpp>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace gpuslice::scheduler {
+namespace gpuslice::simulate {
 
 struct SimulatedDevice {
   std::string container;
@@ -64,4 +64,4 @@ boost::json::object simulation_to_json(const SimulationResult& result);
 /// The human table (pods, then one row per card).
 std::string simulation_to_table(const SimulationResult& result);
 
-}  // namespace gpuslice::scheduler
+}  // namespace gpuslice::simulate

@@ -1,4 +1,4 @@
-#include "scheduler/simulate.h"
+#include "simulate/simulate.h"
 
 #include "common/json_patch.h"
 #include "scheduler/schedule.h"
@@ -10,8 +10,9 @@
 #include <cstdio>
 #include <map>
 
-namespace gpuslice::scheduler {
+namespace gpuslice::simulate {
 namespace json = boost::json;
+using namespace gpuslice::scheduler;  // the composition drives the scheduling core
 
 namespace {
 
@@ -283,4 +284,4 @@ std::string simulation_to_table(const SimulationResult& r) {
   return render(pods) + "\n" + render(cards);
 }
 
-}  // namespace gpuslice::scheduler
+}  // namespace gpuslice::simulate

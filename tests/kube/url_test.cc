@@ -1,74 +1,10 @@
-// Pure helpers: backoff, token bucket, paths and queries, server URLs.
-#include "kube/backoff.h"
-#include "kube/rate_limiter.h"
+// API paths, queries, delete options and server URLs (kube/url.h).
 #include "kube/url.h"
 
 #include <catch2/catch.hpp>
 
 using namespace gpuslice::kube;
 using namespace std::chrono_literals;
-
-TEST_CASE("backoff grows exponentially to the cap, with jitter from the injected source") {
-  double u = 0.0;
-  Backoff b({100ms, 1000ms, 2.0, 0.5}, [&] { return u; });
-  REQUIRE(b.next() == 100ms);
-  REQUIRE(b.next() == 200ms);
-  REQUIRE(b.next() == 400ms);
-  REQUIRE(b.next() == 800ms);
-  REQUIRE(b.next() == 1000ms);
-  REQUIRE(b.next() == 1000ms);
-  REQUIRE(b.attempts() == 6);
-  u = 0.5;
-  REQUIRE(b.next() == 1250ms);  // 1000 * (1 + 0.5 * 0.5)
-  b.reset();
-  REQUIRE(b.next() == 125ms);
-}
-
-TEST_CASE("backoff tolerates a broken random source and huge attempt counts") {
-  Backoff b({10ms, 50ms, 3.0, 1.0}, [] { return 7.0; });
-  for (int i = 0; i < 2000; ++i) {
-    auto d = b.next();
-    REQUIRE(d >= 10ms);
-    REQUIRE(d <= 50ms);
-  }
-}
-
-TEST_CASE("backoff with a seeded source is deterministic and within bounds") {
-  Backoff a({100ms, 10s, 2.0, 0.5}, make_uniform_random(42));
-  Backoff c({100ms, 10s, 2.0, 0.5}, make_uniform_random(42));
-  for (int i = 0; i < 20; ++i) {
-    auto x = a.next();
-    REQUIRE(x == c.next());
-    REQUIRE(x <= 15s);
-  }
-}
-
-TEST_CASE("token bucket: burst, then qps, with injected time") {
-  const auto t0 = std::chrono::steady_clock::time_point{} + 1000s;
-  TokenBucket tb(10.0, 3, t0);
-  REQUIRE(tb.reserve(t0) == 0ms);
-  REQUIRE(tb.reserve(t0) == 0ms);
-  REQUIRE(tb.reserve(t0) == 0ms);
-  // Fourth request: 1/10 s until a token refills; fifth borrows one more.
-  REQUIRE(std::chrono::duration_cast<std::chrono::milliseconds>(tb.reserve(t0)) == 100ms);
-  REQUIRE(std::chrono::duration_cast<std::chrono::milliseconds>(tb.reserve(t0)) == 200ms);
-  REQUIRE_FALSE(tb.try_take(t0));
-  // After a second, 10 tokens refilled minus the 2 borrowed, capped at the burst.
-  REQUIRE(tb.tokens(t0 + 1s) == Approx(3.0));
-  REQUIRE(tb.try_take(t0 + 1s));
-  REQUIRE(tb.tokens(t0 + 1s) == Approx(2.0));
-  // Time running backwards does not mint tokens.
-  REQUIRE(tb.tokens(t0) == Approx(2.0));
-}
-
-TEST_CASE("token bucket with qps <= 0 is unlimited") {
-  const auto t0 = std::chrono::steady_clock::time_point{};
-  TokenBucket tb(0, 1, t0);
-  for (int i = 0; i < 100; ++i) {
-    REQUIRE(tb.reserve(t0) == 0ms);
-  }
-  REQUIRE(tb.unlimited());
-}
 
 TEST_CASE("collection and object paths") {
   REQUIRE(collection_path(resources::pods()) == "/api/v1/pods");

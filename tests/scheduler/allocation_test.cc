@@ -1,0 +1,81 @@
+// Device strings and the scheduler-owned annotation names (scheduler/allocation.h, hami-protocol.md §4).
+#include "scheduler/allocation.h"
+
+#include <catch2/catch.hpp>
+
+using namespace gpuslice::scheduler;
+using Catch::Matchers::Contains;
+
+TEST_CASE("device strings: HAMi's examples decode with every slot kept", "[allocation]") {
+  auto one = decode_pod_devices("GPU-a,NVIDIA,3000,30:;");
+  REQUIRE(one.ok());
+  REQUIRE(one->size() == 1);
+  CHECK(one->at(0) == ContainerDevices{{"GPU-a", "NVIDIA", 3000, 30}});
+
+  auto two = decode_pod_devices("GPU-a,NVIDIA,3000,30:GPU-b,NVIDIA,3000,30:;");
+  REQUIRE(two.ok());
+  REQUIRE(two->size() == 1);
+  CHECK(two->at(0).size() == 2);
+
+  auto gap = decode_pod_devices(";GPU-a,NVIDIA,5000,0:;");
+  REQUIRE(gap.ok());
+  REQUIRE(gap->size() == 2);
+  CHECK(gap->at(0).empty());
+  CHECK(gap->at(1) == ContainerDevices{{"GPU-a", "NVIDIA", 5000, 0}});
+
+  auto init = decode_pod_devices("GPU-a,NVIDIA,2000,20:;;GPU-b,NVIDIA,3000,30:GPU-c,NVIDIA,3000,30:;");
+  REQUIRE(init.ok());
+  REQUIRE(init->size() == 3);
+  CHECK(init->at(0).size() == 1);
+  CHECK(init->at(1).empty());
+  CHECK(init->at(2).size() == 2);
+}
+
+TEST_CASE("device strings: encode keeps empty slots and round-trips", "[allocation]") {
+  PodDevices pd = {{{"GPU-a", "NVIDIA", 2000, 20}}, {}, {{"GPU-b", "NVIDIA", 3000, 30}, {"GPU-c", "NVIDIA", 3000, 30}}};
+  std::string s = encode_pod_devices(pd);
+  CHECK(s == "GPU-a,NVIDIA,2000,20:;;GPU-b,NVIDIA,3000,30:GPU-c,NVIDIA,3000,30:;");
+  auto back = decode_pod_devices(s);
+  REQUIRE(back.ok());
+  CHECK(back.value() == pd);
+  CHECK(encode_pod_devices({}) == "");
+  CHECK(encode_pod_devices({{}, {}}) == ";;");
+  CHECK(decode_pod_devices(";;").value() == PodDevices{{}, {}});
+  CHECK(decode_pod_devices("").value().empty());
+  CHECK(has_devices(pd));
+  CHECK_FALSE(has_devices({{}, {}}));
+  // The device plugin empties consumed entries: "; ;" style leftovers hold no vendor word.
+  CHECK_FALSE(has_devices(decode_pod_devices(";;").value()));
+}
+
+TEST_CASE("device strings: tolerant where HAMi is, errors name slot, field and value", "[allocation]") {
+  // Segments without a comma are ignored; a trailing unterminated slot still counts.
+  auto r = decode_pod_devices("junk:GPU-a,NVIDIA,1,2:;GPU-b,NVIDIA,3,4:");
+  REQUIRE(r.ok());
+  REQUIRE(r->size() == 2);
+  CHECK(r->at(0).size() == 1);
+  CHECK(r->at(1).at(0).uuid == "GPU-b");
+  // Extra fields beyond 4 are accepted (HAMi reads the first four).
+  CHECK(decode_pod_devices("GPU-a,NVIDIA,1,2,extra:;").ok());
+
+  auto bad_mem = decode_pod_devices(";GPU-a,NVIDIA,lots,30:;");
+  REQUIRE_FALSE(bad_mem.ok());
+  CHECK_THAT(bad_mem.message(), Contains("container[1].device[0].mem: \"lots\""));
+  auto bad_cores = decode_pod_devices("GPU-a,NVIDIA,1,-5:;");
+  REQUIRE_FALSE(bad_cores.ok());
+  CHECK_THAT(bad_cores.message(), Contains("cores: \"-5\""));
+  auto short_dev = decode_pod_devices("GPU-a,NVIDIA,1:;");
+  REQUIRE_FALSE(short_dev.ok());
+  CHECK_THAT(short_dev.message(), Contains("want 4"));
+  CHECK_FALSE(decode_pod_devices(",NVIDIA,1,1:;").ok());
+}
+
+TEST_CASE("scheduler-owned annotation names are HAMi's", "[allocation]") {
+  CHECK(kVgpuNodeAnnotation == "hami.io/vgpu-node");
+  CHECK(kVgpuTimeAnnotation == "hami.io/vgpu-time");
+  CHECK(kDevicesToAllocateAnnotation == "hami.io/vgpu-devices-to-allocate");
+  CHECK(kDevicesAllocatedAnnotation == "hami.io/vgpu-devices-allocated");
+  CHECK(kBindPhaseAnnotation == "hami.io/bind-phase");
+  CHECK(kBindTimeAnnotation == "hami.io/bind-time");
+  CHECK(kNodeLockAnnotation == "hami.io/mutex.lock");
+}

@@ -278,12 +278,15 @@ awaitable<boost::system::error_code> write_read(Stream& stream, Connection& conn
   co_return rec;
 }
 
-bool stale_connection_error(const boost::system::error_code& ec) {
+}  // namespace
+
+bool is_stale_connection_error(const boost::system::error_code& ec) {
+  // ECONNABORTED and ENETRESET are what Linux reports for an idle pooled connection the kernel tore down under
+  // us (the API server killed or restarted, the path cut): as stale as a reset or EOF.
   return ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+         ec == asio::error::connection_aborted || ec == asio::error::network_reset ||
          ec == asio::error::broken_pipe || ec == ssl::error::stream_truncated;
 }
-
-}  // namespace
 
 // ---- Client -------------------------------------------------------------------------------------------------
 
@@ -483,7 +486,7 @@ awaitable<ApiResult<Response>> Client::send(Request request) {
       }
       if (ec) {
         conn->close();
-        if (reused && !read_any && stale_connection_error(ec) && steady::now() < deadline) {
+        if (reused && !read_any && is_stale_connection_error(ec) && steady::now() < deadline) {
           continue;
         }
         result = transport_error(request, "exchange", ec);

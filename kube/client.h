@@ -40,6 +40,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
+#include <boost/system/error_code.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -66,6 +67,11 @@ struct ClientOptions {
   /// The clock for the rate limiter (injected for tests; real timers still sleep the returned delay).
   std::function<std::chrono::steady_clock::time_point()> steady_now = [] { return std::chrono::steady_clock::now(); };
 };
+
+/// True for the errors a pooled keep-alive connection shows when its peer went away while it sat idle (EOF,
+/// ECONNRESET, ECONNABORTED, ENETRESET, EPIPE, a truncated TLS stream): such a request is retried once on a
+/// fresh connection when no response byte had arrived.
+bool is_stale_connection_error(const boost::system::error_code& ec);
 
 enum class HttpMethod { get, post, put, patch, del };
 const char* method_name(HttpMethod m);

@@ -8,6 +8,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/beast/http/error.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <catch2/catch.hpp>
@@ -324,6 +326,22 @@ TEST_CASE("client-side rate limit: a wait beyond the deadline fails fast") {
     REQUIRE(r.error().message.find("rate limit") != std::string::npos);
   });
   REQUIRE(server.requests().size() == 2);
+}
+
+TEST_CASE("stale pooled connection errors: ECONNABORTED and ENETRESET count like a reset or EOF") {
+  namespace aerr = boost::asio::error;
+  CHECK(is_stale_connection_error(aerr::connection_aborted));  // ECONNABORTED: was treated as a hard failure
+  CHECK(is_stale_connection_error(aerr::network_reset));
+  CHECK(is_stale_connection_error(aerr::connection_reset));
+  CHECK(is_stale_connection_error(aerr::broken_pipe));
+  CHECK(is_stale_connection_error(aerr::eof));
+  CHECK(is_stale_connection_error(boost::beast::http::error::end_of_stream));
+  CHECK(is_stale_connection_error(boost::asio::ssl::error::stream_truncated));
+  // Not stale: the request itself failed (deadline, cancellation, refused connect, a bad response).
+  CHECK_FALSE(is_stale_connection_error(aerr::timed_out));
+  CHECK_FALSE(is_stale_connection_error(aerr::operation_aborted));
+  CHECK_FALSE(is_stale_connection_error(aerr::connection_refused));
+  CHECK_FALSE(is_stale_connection_error(boost::beast::http::error::bad_version));
 }
 
 TEST_CASE("a pooled connection closed by the server is replaced transparently") {

@@ -31,8 +31,8 @@ constexpr int64_t kCardMem = 81920;
 json::object make_node(const std::string& name) {
   json::array cards;
   for (int c = 0; c < kCardsPerNode; ++c) {
-    json::object d{{"id", name + "-gpu" + std::to_string(c)}, {"count", 10},   {"devmem", kCardMem},
-                   {"devcore", 100},                          {"type", "NVIDIA A100-SXM4-80GB"}, {"health", true}};
+    json::object d{{"id", name + "-gpu" + std::to_string(c)}, {"count", 10},   {"devmem", kCardMem}, {"devcore", 100},
+                   {"type", "NVIDIA A100-SXM4-80GB"},         {"health", true}};
     if (c > 0) {
       d["index"] = c;
     }
@@ -41,15 +41,17 @@ json::object make_node(const std::string& name) {
     }
     cards.push_back(std::move(d));
   }
-  return json::object{
-      {"kind", "Node"},
-      {"metadata",
-       {{"name", name},
-        {"labels", {{"kubernetes.io/hostname", name}}},
-        {"annotations", {{"hami.io/node-nvidia-register", json::serialize(cards)}}}}},
-      {"status",
-       {{"allocatable",
-         {{"cpu", "256"}, {"memory", "2Ti"}, {"pods", "1000"}, {"nvidia.com/gpu", std::to_string(kCardsPerNode * 10)}}}}}};
+  return json::object{{"kind", "Node"},
+                      {"metadata",
+                       {{"name", name},
+                        {"labels", {{"kubernetes.io/hostname", name}}},
+                        {"annotations", {{"hami.io/node-nvidia-register", json::serialize(cards)}}}}},
+                      {"status",
+                       {{"allocatable",
+                         {{"cpu", "256"},
+                          {"memory", "2Ti"},
+                          {"pods", "1000"},
+                          {"nvidia.com/gpu", std::to_string(kCardsPerNode * 10)}}}}}};
 }
 
 json::object bound_pod(const std::string& name, const std::string& node, const std::string& allocated) {
@@ -63,7 +65,8 @@ json::object bound_pod(const std::string& name, const std::string& node, const s
       {"metadata", {{"name", name}, {"namespace", "bench"}, {"annotations", ann}}},
       {"spec",
        {{"nodeName", node},
-        {"containers", json::array{json::object{{"name", "c"}, {"resources", {{"requests", {{"cpu", "100m"}, {"memory", "256Mi"}}}}}}}}}},
+        {"containers", json::array{json::object{
+                           {"name", "c"}, {"resources", {{"requests", {{"cpu", "100m"}, {"memory", "256Mi"}}}}}}}}}},
       {"status", {{"phase", "Running"}}}};
 }
 
@@ -104,8 +107,8 @@ void build(Cluster& cl, int nodes, std::mt19937& rng) {
         mem += m;
         cores += k;
         ++slots;
-        std::string alloc = node + "-gpu" + std::to_string(c) + ",NVIDIA," + std::to_string(m) + "," +
-                            std::to_string(k) + ":;";
+        std::string alloc =
+            node + "-gpu" + std::to_string(c) + ",NVIDIA," + std::to_string(m) + "," + std::to_string(k) + ":;";
         (void)cl.snap.upsert_pod(bound_pod("gpu-" + std::to_string(cl.gpu_pods), node, alloc));
         ++cl.gpu_pods;
       }
@@ -185,8 +188,9 @@ int main(int argc, char** argv) {
   if (sizes.empty()) {
     sizes = {100, 1000, 5000};
   }
-  std::printf("| nodes | workload | cards | bound pods (GPU + other) | build ms | decide/s | us/decision | nodes examined | "
-              "decide+assume/s | full scan/s | full scan nodes examined | scheduled %% |\n");
+  std::printf(
+      "| nodes | workload | cards | bound pods (GPU + other) | build ms | decide/s | us/decision | nodes examined | "
+      "decide+assume/s | full scan/s | full scan nodes examined | scheduled %% |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int n : sizes) {
     std::mt19937 rng(20261130);

@@ -21,11 +21,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <iterator>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -63,8 +63,13 @@ class Conn : public std::enable_shared_from_this<Conn> {
  public:
   Conn(net::io_context& ioc, ssl::context& ctx, const Options& o, const std::string& body, Stats& stats,
        clock_type::time_point measure_from, clock_type::time_point end, int index)
-      : o_(o), stats_(stats), stream_(net::make_strand(ioc), ctx), timer_(stream_.get_executor()),
-        measure_from_(measure_from), end_(end), index_(index) {
+      : o_(o),
+        stats_(stats),
+        stream_(net::make_strand(ioc), ctx),
+        timer_(stream_.get_executor()),
+        measure_from_(measure_from),
+        end_(end),
+        index_(index) {
     req_ = {http::verb::post, o.target, 11};
     req_.set(http::field::host, "127.0.0.1");
     req_.set(http::field::content_type, "application/json");
@@ -144,8 +149,8 @@ class Conn : public std::enable_shared_from_this<Conn> {
         ++self->stats_.total;
         if (self->due_ >= self->measure_from_) {
           ++self->stats_.ok;
-          self->stats_.latencies_us.push_back(static_cast<uint32_t>(
-              std::chrono::duration_cast<std::chrono::microseconds>(now - self->due_).count()));
+          self->stats_.latencies_us.push_back(
+              static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::microseconds>(now - self->due_).count()));
         }
         self->next();
       });
@@ -218,24 +223,35 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--port") o.port = std::stoi(v);
-    else if (k == "--ca") o.ca = v;
-    else if (k == "--body") o.body_file = v;
-    else if (k == "--target") o.target = v;
-    else if (k == "--connections") o.connections = std::stoi(v);
-    else if (k == "--rate") o.rate = std::stod(v);
-    else if (k == "--duration") o.duration = std::stod(v);
-    else if (k == "--warmup") o.warmup = std::stod(v);
-    else if (k == "--threads") o.threads = std::stoi(v);
-    else if (k == "--server-pid") o.server_pid = std::stol(v);
+    if (k == "--port")
+      o.port = std::stoi(v);
+    else if (k == "--ca")
+      o.ca = v;
+    else if (k == "--body")
+      o.body_file = v;
+    else if (k == "--target")
+      o.target = v;
+    else if (k == "--connections")
+      o.connections = std::stoi(v);
+    else if (k == "--rate")
+      o.rate = std::stod(v);
+    else if (k == "--duration")
+      o.duration = std::stod(v);
+    else if (k == "--warmup")
+      o.warmup = std::stod(v);
+    else if (k == "--threads")
+      o.threads = std::stoi(v);
+    else if (k == "--server-pid")
+      o.server_pid = std::stol(v);
     else {
       std::fprintf(stderr, "unknown flag %s\n", k.c_str());
       return 2;
     }
   }
   if (o.port == 0 || o.ca.empty() || o.body_file.empty()) {
-    std::fprintf(stderr, "usage: webhook_load --port P --ca FILE --body FILE [--connections N] [--rate R] "
-                         "[--duration S] [--warmup S] [--threads T] [--server-pid PID]\n");
+    std::fprintf(stderr,
+                 "usage: webhook_load --port P --ca FILE --body FILE [--connections N] [--rate R] "
+                 "[--duration S] [--warmup S] [--threads T] [--server-pid PID]\n");
     return 2;
   }
   const std::string body = read_all(o.body_file);
@@ -249,8 +265,10 @@ int main(int argc, char** argv) {
   const double client_cpu0 = self_cpu_seconds();
   net::io_context ioc;
   const auto t0 = clock_type::now() + std::chrono::milliseconds(200);
-  const auto measure_from = t0 + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.warmup));
-  const auto end = measure_from + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.duration));
+  const auto measure_from =
+      t0 + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.warmup));
+  const auto end =
+      measure_from + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.duration));
   std::vector<Stats> stats(static_cast<size_t>(o.connections));
   for (int i = 0; i < o.connections; ++i) {
     std::make_shared<Conn>(ioc, ctx, o, body, stats[static_cast<size_t>(i)], measure_from, end, i)->start(t0);
@@ -282,21 +300,21 @@ int main(int argc, char** argv) {
     return all[idx] / 1000.0;
   };
   std::printf("mode=%s connections=%d duration=%.1fs requests=%llu errors=%llu reviews/s=%.0f\n",
-              o.rate > 0 ? "fixed-rate" : "closed-loop", o.connections, o.duration,
-              static_cast<unsigned long long>(ok), static_cast<unsigned long long>(errors),
-              static_cast<double>(ok) / o.duration);
-  std::printf("latency ms: p50=%.3f p90=%.3f p99=%.3f p99.9=%.3f max=%.3f\n", pct(0.5), pct(0.9), pct(0.99),
-              pct(0.999), all.empty() ? 0.0 : all.back() / 1000.0);
+              o.rate > 0 ? "fixed-rate" : "closed-loop", o.connections, o.duration, static_cast<unsigned long long>(ok),
+              static_cast<unsigned long long>(errors), static_cast<double>(ok) / o.duration);
+  std::printf("latency ms: p50=%.3f p90=%.3f p99=%.3f p99.9=%.3f max=%.3f\n", pct(0.5), pct(0.9), pct(0.99), pct(0.999),
+              all.empty() ? 0.0 : all.back() / 1000.0);
   if (o.server_pid > 0) {
     std::printf("server pid %ld: VmRSS=%s VmHWM=%s\n", o.server_pid, proc_status(o.server_pid, "VmRSS:").c_str(),
                 proc_status(o.server_pid, "VmHWM:").c_str());
     // CPU per review is what a loaded shared machine cannot distort much: it projects the rate on idle cores.
     const double per = total > 0 ? server_cpu / static_cast<double>(total) * 1e6 : 0;
     const double cper = total > 0 ? client_cpu / static_cast<double>(total) * 1e6 : 0;
-    std::printf("cpu per review: server=%.1fus client=%.1fus (%llu reviews incl. warm-up); projected on 2 idle "
-                "cores: server alone %.0f/s, server+this client %.0f/s\n",
-                per, cper, static_cast<unsigned long long>(total), per > 0 ? 2e6 / per : 0.0,
-                per + cper > 0 ? 2e6 / (per + cper) : 0.0);
+    std::printf(
+        "cpu per review: server=%.1fus client=%.1fus (%llu reviews incl. warm-up); projected on 2 idle "
+        "cores: server alone %.0f/s, server+this client %.0f/s\n",
+        per, cper, static_cast<unsigned long long>(total), per > 0 ? 2e6 / per : 0.0,
+        per + cper > 0 ? 2e6 / (per + cper) : 0.0);
   }
   return errors == 0 ? 0 : 1;
 }

@@ -56,7 +56,9 @@ std::string openssl_errors() {
   return out.empty() ? "unknown OpenSSL error" : out;
 }
 
-Error ossl_error(const std::string& what) { return make_error(what + ": " + openssl_errors()); }
+Error ossl_error(const std::string& what) {
+  return make_error(what + ": " + openssl_errors());
+}
 
 bool is_dns_label(const std::string& s) {
   if (s.empty() || s.size() > 63) {
@@ -136,8 +138,8 @@ Result<X509Ptr> new_cert(const std::string& cn, int64_t not_before_unix, int day
     return ossl_error("setting the validity window");
   }
   X509_NAME* name = X509_get_subject_name(x.get());
-  if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(cn.c_str()), -1,
-                                 -1, 0) != 1) {
+  if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1,
+                                 0) != 1) {
     return ossl_error("subject CN \"" + cn + "\"");
   }
   if (X509_set_pubkey(x.get(), key) != 1) {
@@ -237,12 +239,12 @@ Result<Bundle> generate(const ServingRequest& req, int64_t not_before_unix) {
   for (const auto& ip : req.ip_sans) {
     san += ",IP:" + ip;
   }
-  for (auto [nid, val] : {std::pair{NID_basic_constraints, std::string("critical,CA:FALSE")},
-                          std::pair{NID_key_usage, std::string("critical,digitalSignature,keyEncipherment")},
-                          std::pair{NID_ext_key_usage, std::string("serverAuth")},
-                          std::pair{NID_subject_key_identifier, std::string("hash")},
-                          std::pair{NID_authority_key_identifier, std::string("keyid:always")},
-                          std::pair{NID_subject_alt_name, san}}) {
+  for (auto [nid, val] :
+       {std::pair{NID_basic_constraints, std::string("critical,CA:FALSE")},
+        std::pair{NID_key_usage, std::string("critical,digitalSignature,keyEncipherment")},
+        std::pair{NID_ext_key_usage, std::string("serverAuth")},
+        std::pair{NID_subject_key_identifier, std::string("hash")},
+        std::pair{NID_authority_key_identifier, std::string("keyid:always")}, std::pair{NID_subject_alt_name, san}}) {
     if (auto st = add_ext(lp, cap, nid, val); !st.ok()) {
       return st.error();
     }
@@ -261,7 +263,9 @@ Result<Bundle> generate(const ServingRequest& req, int64_t not_before_unix) {
   return b;
 }
 
-std::string ca_bundle_base64(const Bundle& bundle) { return base64_encode(bundle.ca_cert_pem); }
+std::string ca_bundle_base64(const Bundle& bundle) {
+  return base64_encode(bundle.ca_cert_pem);
+}
 
 namespace {
 Status write_atomically(const std::filesystem::path& path, const std::string& data, mode_t mode) {
@@ -303,8 +307,10 @@ Status write_bundle(const Bundle& bundle, const std::string& dir) {
   }
   const std::filesystem::path d(dir);
   const std::pair<const char*, std::pair<const std::string*, mode_t>> files[] = {
-      {"ca.crt", {&bundle.ca_cert_pem, 0644}}, {"ca.key", {&bundle.ca_key_pem, 0600}},
-      {"tls.crt", {&bundle.cert_pem, 0644}},   {"tls.key", {&bundle.key_pem, 0600}},
+      {"ca.crt", {&bundle.ca_cert_pem, 0644}},
+      {"ca.key", {&bundle.ca_key_pem, 0600}},
+      {"tls.crt", {&bundle.cert_pem, 0644}},
+      {"tls.key", {&bundle.key_pem, 0600}},
   };
   // Key before certificate: a watcher that sees the new tls.crt then finds the matching key already there.
   for (int i : {1, 0, 3, 2}) {
@@ -362,7 +368,9 @@ std::vector<FileStamp> FileWatcher::current() const {
   return out;
 }
 
-bool FileWatcher::changed() const { return current() != baseline_; }
+bool FileWatcher::changed() const {
+  return current() != baseline_;
+}
 
 Result<std::string> read_file(const std::string& path, size_t max_bytes) {
   std::ifstream in(path, std::ios::binary);

@@ -20,8 +20,8 @@ namespace gpuslice::certs {
 
 /// What the serving certificate is for.
 struct ServingRequest {
-  std::string service;     ///< Service name, e.g. "gpuslice"
-  std::string namespace_;  ///< Service namespace, e.g. "kube-system"
+  std::string service;                ///< Service name, e.g. "gpuslice"
+  std::string namespace_;             ///< Service namespace, e.g. "kube-system"
   std::vector<std::string> ip_sans;   ///< extra IP SANs (IPv4 or IPv6 literals)
   std::vector<std::string> dns_sans;  ///< extra DNS SANs
   int days = 365;                     ///< validity of both certificates, from not_before

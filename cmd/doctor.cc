@@ -2,8 +2,8 @@
 // PASS/FAIL/SKIP with evidence, and on failure the likely cause and fix (doctor/diagnose.h has the
 // format and the decisions). This file is only the I/O: it reads objects and runs the dry runs.
 #include "cmd/command.h"
-#include "doctor/diagnose.h"
 #include "common/log.h"
+#include "doctor/diagnose.h"
 #include "kube/client.h"
 #include "kube/kubeconfig.h"
 #include "kube/url.h"
@@ -41,7 +41,9 @@ struct Options {
   Names names;
 };
 
-ApiFailure to_failure(const gpuslice::kube::ApiError& e) { return ApiFailure{e.code, e.reason, e.message}; }
+ApiFailure to_failure(const gpuslice::kube::ApiError& e) {
+  return ApiFailure{e.code, e.reason, e.message};
+}
 
 // A GET whose 404 is an answer ("absent"), not a failure.
 struct Lookup {
@@ -63,8 +65,8 @@ asio::awaitable<Lookup> lookup(Client& client, std::string path) {
 asio::awaitable<gpuslice::doctor::DryRun> dry_run(Client& client, const json::object& pod, const Options& opt) {
   gpuslice::kube::Request req;
   req.method = gpuslice::kube::HttpMethod::post;
-  req.path = gpuslice::kube::collection_path(gpuslice::kube::resources::pods(), opt.names.probe_namespace) +
-             "?dryRun=All";
+  req.path =
+      gpuslice::kube::collection_path(gpuslice::kube::resources::pods(), opt.names.probe_namespace) + "?dryRun=All";
   req.body = json::serialize(pod);
   req.timeout = std::chrono::seconds(opt.timeout_seconds);
   auto r = co_await client.send(std::move(req));
@@ -105,11 +107,12 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
   std::optional<WebhookRef> ref;
   // GCC 12 mishandles non-trivial temporaries inside co_await expressions (double destruction): every
   // argument is a named local here.
-  std::string mwc_path = adm + "mutatingwebhookconfigurations/" + gpuslice::kube::path_escape(names.webhook_configuration);
+  std::string mwc_path =
+      adm + "mutatingwebhookconfigurations/" + gpuslice::kube::path_escape(names.webhook_configuration);
   auto mwc = co_await lookup(*client, std::move(mwc_path));
   if (mwc.failure) {
-    results.push_back(failed_read("webhook-config", "MutatingWebhookConfiguration " + names.webhook_configuration,
-                                  *mwc.failure));
+    results.push_back(
+        failed_read("webhook-config", "MutatingWebhookConfiguration " + names.webhook_configuration, *mwc.failure));
   } else {
     std::optional<json::object> service;
     bool service_failed = false;
@@ -120,9 +123,8 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
         std::string svc_path = gpuslice::kube::object_path(services, parsed->service_namespace, parsed->service_name);
         auto svc = co_await lookup(*client, std::move(svc_path));
         if (svc.failure) {
-          results.push_back(failed_read("webhook-config",
-                                        "Service " + parsed->service_namespace + "/" + parsed->service_name,
-                                        *svc.failure));
+          results.push_back(failed_read(
+              "webhook-config", "Service " + parsed->service_namespace + "/" + parsed->service_name, *svc.failure));
           service_failed = true;
         }
         service = std::move(svc.object);
@@ -156,8 +158,8 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
           source += ": " + crt.message();
         }
       } else {
-        source += secret.failure ? ": " + std::to_string(secret.failure->code) + " " + secret.failure->reason
-                                 : ": not found";
+        source +=
+            secret.failure ? ": " + std::to_string(secret.failure->code) + " " + secret.failure->reason : ": not found";
       }
     }
     auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -211,8 +213,8 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
     std::string policy_path = adm + "validatingadmissionpolicies/" + gpuslice::kube::path_escape(names.guard_policy);
     auto policy = co_await lookup(*client, std::move(policy_path));
     if (policy.failure) {
-      results.push_back(failed_read("scheduler-guard", "ValidatingAdmissionPolicy " + names.guard_policy,
-                                    *policy.failure));
+      results.push_back(
+          failed_read("scheduler-guard", "ValidatingAdmissionPolicy " + names.guard_policy, *policy.failure));
     } else {
       std::string bindings_path = adm + "validatingadmissionpolicybindings";
       auto bindings = co_await client->list(std::move(bindings_path), list_options);
@@ -275,8 +277,9 @@ std::function<int()> setup(CLI::App& app) {
                   "the webhook's serving certificate PEM (default: tls.crt of the TLS Secret)");
   sub->add_option("--tls-secret", opt->tls_secret, "the webhook's TLS Secret, in the Service's namespace")
       ->default_val(opt->tls_secret);
-  sub->add_option("--output", opt->output, "text or json")->default_val(opt->output)->check(
-      CLI::IsMember({"text", "json"}));
+  sub->add_option("--output", opt->output, "text or json")
+      ->default_val(opt->output)
+      ->check(CLI::IsMember({"text", "json"}));
   sub->add_option("--request-timeout", opt->timeout_seconds, "seconds per API request")
       ->default_val(opt->timeout_seconds)
       ->check(CLI::Range(1, 120));

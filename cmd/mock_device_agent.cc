@@ -17,8 +17,8 @@ struct Options {
 
 std::function<int()> setup(CLI::App& app) {
   auto o = std::make_shared<Options>();
-  auto* sub = app.add_subcommand("mock-device-agent",
-                                 "Complete HAMi's allocation protocol for simulated GPU nodes (lab only)");
+  auto* sub =
+      app.add_subcommand("mock-device-agent", "Complete HAMi's allocation protocol for simulated GPU nodes (lab only)");
   sub->add_option("--kubeconfig", o->agent.kubeconfig,
                   "kubeconfig file (default: $KUBECONFIG, in-cluster, then ~/.kube/config)");
   sub->add_option("--node-selector", o->agent.node_selector,

@@ -92,19 +92,20 @@ std::function<int()> setup(CLI::App& app) {
   o["--tls-private-key-file"] = sub->add_option("--tls-private-key-file", f->tls_private_key_file, "Serving key (PEM)");
   o["--webhook-bind-address"] =
       sub->add_option("--webhook-bind-address", f->bind_address, "HOST:PORT of the TLS webhook (default 0.0.0.0:9443)");
-  o["--health-bind-address"] = sub->add_option(
-      "--health-bind-address", f->health_bind_address,
-      "HOST:PORT of the plain-HTTP probes and /metrics (default 0.0.0.0:8080; empty disables)");
+  o["--health-bind-address"] =
+      sub->add_option("--health-bind-address", f->health_bind_address,
+                      "HOST:PORT of the plain-HTTP probes and /metrics (default 0.0.0.0:8080; empty disables)");
   o["--scheduler-name"] = sub->add_option("--scheduler-name", f->scheduler_name,
                                           "schedulerName set on GPU pods (default gpuslice-scheduler)");
-  o["--logging-format"] = sub->add_option("--logging-format", f->logging_format, "text or json")
-                              ->check(CLI::IsMember({"text", "json"}));
+  o["--logging-format"] =
+      sub->add_option("--logging-format", f->logging_format, "text or json")->check(CLI::IsMember({"text", "json"}));
   o["-v"] = sub->add_option("-v,--v", f->verbosity, "Log verbosity (0-10)")->check(CLI::Range(0, 10));
   o["--enable-webhook"] =
       sub->add_option("--enable-webhook", f->enable_webhook, "Serve the admission webhook (default true)");
   o["--enable-scheduler"] =
       sub->add_option("--enable-scheduler", f->enable_scheduler, "Run the scheduler loop when built in (default true)");
-  o["--webhook-threads"] = sub->add_option("--webhook-threads", f->threads, "Server threads")->check(CLI::Range(1, 256));
+  o["--webhook-threads"] =
+      sub->add_option("--webhook-threads", f->threads, "Server threads")->check(CLI::Range(1, 256));
   o["--webhook-max-body-bytes"] =
       sub->add_option("--webhook-max-body-bytes", f->max_body_bytes, "Request body limit (413 above)")
           ->check(CLI::Range(uint64_t{1024}, uint64_t{64} << 20));

@@ -36,8 +36,8 @@ namespace gpuslice::cmd {
 
 /// What a running component may use.
 struct Runtime {
-  const Configuration* config = nullptr;  ///< final configuration (file + flags)
-  webhook::HealthChecks* liveness = nullptr;   ///< null when no server runs (no webhook, no probe port)
+  const Configuration* config = nullptr;      ///< final configuration (file + flags)
+  webhook::HealthChecks* liveness = nullptr;  ///< null when no server runs (no webhook, no probe port)
   webhook::HealthChecks* readiness = nullptr;
 };
 
@@ -72,6 +72,5 @@ struct ServeRegistrar {
 
 }  // namespace gpuslice::cmd
 
-#define GPUSLICE_SERVE_COMPONENT(name, add_flags, make)                                                  \
-  static ::gpuslice::cmd::ServeRegistrar GPUSLICE_CONCAT(gpuslice_serve_registrar_, __LINE__)(name, add_flags, \
-                                                                                             make)
+#define GPUSLICE_SERVE_COMPONENT(name, add_flags, make) \
+  static ::gpuslice::cmd::ServeRegistrar GPUSLICE_CONCAT(gpuslice_serve_registrar_, __LINE__)(name, add_flags, make)

@@ -79,8 +79,9 @@ gpuslice::cmd::ApplyFlags add_flags(CLI::App& serve) {
   auto f = g_flags;
   auto* kubeconfig = serve.add_option("--kubeconfig", f->kubeconfig,
                                       "kubeconfig (default: $KUBECONFIG, in-cluster, then ~/.kube/config)");
-  auto* node_lock = serve.add_option("--node-lock", f->node_lock,
-                                     "hami: take hami.io/mutex.lock before binding (for HAMi's device plugin); off")
+  auto* node_lock = serve
+                        .add_option("--node-lock", f->node_lock,
+                                    "hami: take hami.io/mutex.lock before binding (for HAMi's device plugin); off")
                         ->check(CLI::IsMember({"hami", "off"}));
   auto* node_lock_timeout =
       serve.add_option("--node-lock-timeout", f->node_lock_timeout, "Age after which a node lock is overwritten (5m)");
@@ -93,14 +94,15 @@ gpuslice::cmd::ApplyFlags add_flags(CLI::App& serve) {
   auto* qps = serve.add_option("--kube-qps", f->kube_qps, "Client-side API requests per second (default 50)");
   auto* burst = serve.add_option("--kube-burst", f->kube_burst, "Client-side API burst (default 100)");
   auto* timeout = serve.add_option("--kube-timeout", f->kube_timeout, "Deadline of each API request (default 10s)");
-  auto* backoff = serve.add_option("--max-backoff", f->max_backoff, "Cap of an unschedulable pod's retry backoff (10s)");
+  auto* backoff =
+      serve.add_option("--max-backoff", f->max_backoff, "Cap of an unschedulable pod's retry backoff (10s)");
   auto* elect = serve.add_option("--leader-elect", f->leader_elect,
                                  "Elect a leader on a Lease; only the leader schedules (default true)");
   auto* lease_duration = serve.add_option("--leader-elect-lease-duration", f->lease_duration, "default 15s");
   auto* renew_deadline = serve.add_option("--leader-elect-renew-deadline", f->renew_deadline, "default 10s");
   auto* retry_period = serve.add_option("--leader-elect-retry-period", f->retry_period, "default 2s");
-  auto* lease_name = serve.add_option("--leader-elect-resource-name", f->lease_name,
-                                      "Lease name (default gpuslice-scheduler)");
+  auto* lease_name =
+      serve.add_option("--leader-elect-resource-name", f->lease_name, "Lease name (default gpuslice-scheduler)");
   auto* lease_ns = serve.add_option("--leader-elect-resource-namespace", f->lease_namespace,
                                     "Lease namespace (default: the pod's namespace in-cluster, else kube-system)");
   serve.add_option("--leader-elect-identity", f->identity, "Holder identity (default <hostname>_<random>)");

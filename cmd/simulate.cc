@@ -1,9 +1,9 @@
 // `gpuslice simulate`: "what if" placement offline. Reads Node, ResourceQuota and Pod manifests, sends each pod
 // through the webhook policy and the scheduler in file order, and prints where each pod lands (or why not).
 // Only file reading, the clock and printing live here; the work is simulate/simulate.h.
+#include "simulate/simulate.h"
 #include "cmd/command.h"
 #include "common/config.h"
-#include "simulate/simulate.h"
 
 #include <boost/json/serialize.hpp>
 

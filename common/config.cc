@@ -21,7 +21,9 @@ struct Walker {
     return false;
   }
 
-  static std::string scalar_text(const YAML::Node& n) { return n.IsScalar() ? n.Scalar() : std::string("<non-scalar>"); }
+  static std::string scalar_text(const YAML::Node& n) {
+    return n.IsScalar() ? n.Scalar() : std::string("<non-scalar>");
+  }
 
   bool str(const YAML::Node& n, const std::string& path, std::string& out) {
     if (!n.IsScalar()) return fail(path, "must be a string");
@@ -74,7 +76,8 @@ struct Walker {
     out = d.value();
     return true;
   }
-  bool one_of(const YAML::Node& n, const std::string& path, std::string& out, std::initializer_list<const char*> allowed) {
+  bool one_of(const YAML::Node& n, const std::string& path, std::string& out,
+              std::initializer_list<const char*> allowed) {
     if (!str(n, path, out)) return false;
     std::string list;
     for (const char* a : allowed) {
@@ -173,7 +176,8 @@ Result<Configuration> parse_configuration(std::string_view yaml_text) {
   using P = const std::string&;
   if (!root.IsMap()) return make_error("configuration must be a mapping with apiVersion and kind");
   if (!root["apiVersion"] || !root["apiVersion"].IsScalar() || root["apiVersion"].Scalar() != kConfigApiVersion) {
-    return make_error("apiVersion: \"" + (root["apiVersion"] ? Walker::scalar_text(root["apiVersion"]) : std::string()) +
+    return make_error("apiVersion: \"" +
+                      (root["apiVersion"] ? Walker::scalar_text(root["apiVersion"]) : std::string()) +
                       "\" is not supported (want " + std::string(kConfigApiVersion) + ")");
   }
   if (!root["kind"] || !root["kind"].IsScalar() || root["kind"].Scalar() != kConfigKind) {
@@ -184,78 +188,115 @@ Result<Configuration> parse_configuration(std::string_view yaml_text) {
   auto& wh = c.webhook;
   auto& s = c.scheduler;
   auto& le = c.scheduler.leader_election;
-  bool ok = w.mapping(root, "", {
-      {"apiVersion", [](N, P) { return true; }},
-      {"kind", [](N, P) { return true; }},
-      {"schedulerName", [&](N n, P p) { return w.str(n, p, c.scheduler_name); }},
-      {"kubeconfig", [&](N n, P p) { return w.str(n, p, c.kubeconfig); }},
-      {"logging", [&](N n, P p) {
-         return w.mapping(n, p, {
-             {"format", [&](N m, P q) { return w.one_of(m, q, c.logging_format, {"text", "json"}); }},
-             {"verbosity", [&](N m, P q) { return w.integer(m, q, c.verbosity, 0, 10); }},
-         });
-       }},
-      {"resources", [&](N n, P p) {
-         return w.mapping(n, p, {
-             {"gpu", [&](N m, P q) { return w.str(m, q, d.gpu_resource); }},
-             {"memory", [&](N m, P q) { return w.str(m, q, d.memory_resource); }},
-             {"memoryPercentage", [&](N m, P q) { return w.str(m, q, d.memory_percentage_resource); }},
-             {"cores", [&](N m, P q) { return w.str(m, q, d.cores_resource); }},
-             {"priority", [&](N m, P q) { return w.str(m, q, d.priority_resource); }},
-             {"defaultMemory", [&](N m, P q) { return w.integer<int64_t>(m, q, d.default_memory_mib, 0, INT32_MAX); }},
-             {"defaultCores", [&](N m, P q) { return w.integer<int64_t>(m, q, d.default_cores, 0, 100); }},
-             {"defaultGPUNum", [&](N m, P q) { return w.integer<int64_t>(m, q, d.default_gpu_num, 1, 64); }},
-             {"memoryFactor", [&](N m, P q) { return w.integer<int64_t>(m, q, d.memory_factor, 1, 1 << 20); }},
-         });
-       }},
-      {"webhook", [&](N n, P p) {
-         return w.mapping(n, p, {
-             {"enabled", [&](N m, P q) { return w.boolean(m, q, wh.enabled); }},
-             {"bindAddress", [&](N m, P q) { return w.str(m, q, wh.bind_address); }},
-             {"tlsCertFile", [&](N m, P q) { return w.str(m, q, wh.tls_cert_file); }},
-             {"tlsPrivateKeyFile", [&](N m, P q) { return w.str(m, q, wh.tls_private_key_file); }},
-             {"maxBodyBytes", [&](N m, P q) { return w.integer<uint64_t>(m, q, wh.max_body_bytes, 1024, 64u << 20); }},
-             {"maxHeaderBytes", [&](N m, P q) { return w.integer<uint32_t>(m, q, wh.max_header_bytes, 1024, 1u << 20); }},
-             {"readTimeout", [&](N m, P q) { return w.duration(m, q, wh.read_timeout); }},
-             {"idleTimeout", [&](N m, P q) { return w.duration(m, q, wh.idle_timeout); }},
-             {"threads", [&](N m, P q) { return w.integer(m, q, wh.threads, 1, 256); }},
-             {"takeoverSchedulerNames", [&](N m, P q) { return w.strings(m, q, wh.takeover_scheduler_names); }},
-             {"ignoredNamespaces", [&](N m, P q) { return w.strings(m, q, wh.ignored_namespaces); }},
-             {"runtimeClassName", [&](N m, P q) { return w.str(m, q, wh.runtime_class_name); }},
-             {"gpuCorePolicy", [&](N m, P q) { return w.one_of(m, q, wh.gpu_core_policy, {"default", "force", "disable"}); }},
-         });
-       }},
-      {"scheduler", [&](N n, P p) {
-         return w.mapping(n, p, {
-             {"enabled", [&](N m, P q) { return w.boolean(m, q, s.enabled); }},
-             {"nodeSchedulerPolicy", [&](N m, P q) { return w.one_of(m, q, s.node_scheduler_policy, {"binpack", "spread"}); }},
-             {"gpuSchedulerPolicy", [&](N m, P q) { return w.one_of(m, q, s.gpu_scheduler_policy, {"spread", "binpack"}); }},
-             {"nodeLock", [&](N m, P q) { return w.one_of(m, q, s.node_lock, {"hami", "off"}); }},
-             {"nodeLockTimeout", [&](N m, P q) { return w.duration(m, q, s.node_lock_timeout); }},
-             {"nodeLabelSelector", [&](N m, P q) { return w.str(m, q, s.node_label_selector); }},
-             {"kubeQPS", [&](N m, P q) { return w.number(m, q, s.kube_qps, 0.1); }},
-             {"kubeBurst", [&](N m, P q) { return w.integer(m, q, s.kube_burst, 1, 100000); }},
-             {"kubeTimeout", [&](N m, P q) { return w.duration(m, q, s.kube_timeout); }},
-             {"maxBackoff", [&](N m, P q) { return w.duration(m, q, s.max_backoff); }},
-             {"leaderElection", [&](N m, P q) {
-                return w.mapping(m, q, {
-                    {"leaderElect", [&](N x, P r) { return w.boolean(x, r, le.enabled); }},
-                    {"resourceName", [&](N x, P r) { return w.str(x, r, le.lease_name); }},
-                    {"resourceNamespace", [&](N x, P r) { return w.str(x, r, le.lease_namespace); }},
-                    {"leaseDuration", [&](N x, P r) { return w.duration(x, r, le.lease_duration); }},
-                    {"renewDeadline", [&](N x, P r) { return w.duration(x, r, le.renew_deadline); }},
-                    {"retryPeriod", [&](N x, P r) { return w.duration(x, r, le.retry_period); }},
-                });
-              }},
-         });
-       }},
-      {"server", [&](N n, P p) {
-         return w.mapping(n, p, {
-             {"healthBindAddress", [&](N m, P q) { return w.str(m, q, c.server.health_bind_address); }},
-             {"metricsBindAddress", [&](N m, P q) { return w.str(m, q, c.server.metrics_bind_address); }},
-         });
-       }},
-  });
+  bool ok = w.mapping(
+      root, "",
+      {
+          {"apiVersion", [](N, P) { return true; }},
+          {"kind", [](N, P) { return true; }},
+          {"schedulerName", [&](N n, P p) { return w.str(n, p, c.scheduler_name); }},
+          {"kubeconfig", [&](N n, P p) { return w.str(n, p, c.kubeconfig); }},
+          {"logging",
+           [&](N n, P p) {
+             return w.mapping(n, p,
+                              {
+                                  {"format",
+                                   [&](N m, P q) {
+                                     return w.one_of(m, q, c.logging_format, {"text", "json"});
+                                   }},
+                                  {"verbosity", [&](N m, P q) { return w.integer(m, q, c.verbosity, 0, 10); }},
+                              });
+           }},
+          {"resources",
+           [&](N n, P p) {
+             return w.mapping(
+                 n, p,
+                 {
+                     {"gpu", [&](N m, P q) { return w.str(m, q, d.gpu_resource); }},
+                     {"memory", [&](N m, P q) { return w.str(m, q, d.memory_resource); }},
+                     {"memoryPercentage", [&](N m, P q) { return w.str(m, q, d.memory_percentage_resource); }},
+                     {"cores", [&](N m, P q) { return w.str(m, q, d.cores_resource); }},
+                     {"priority", [&](N m, P q) { return w.str(m, q, d.priority_resource); }},
+                     {"defaultMemory",
+                      [&](N m, P q) { return w.integer<int64_t>(m, q, d.default_memory_mib, 0, INT32_MAX); }},
+                     {"defaultCores", [&](N m, P q) { return w.integer<int64_t>(m, q, d.default_cores, 0, 100); }},
+                     {"defaultGPUNum", [&](N m, P q) { return w.integer<int64_t>(m, q, d.default_gpu_num, 1, 64); }},
+                     {"memoryFactor", [&](N m, P q) { return w.integer<int64_t>(m, q, d.memory_factor, 1, 1 << 20); }},
+                 });
+           }},
+          {"webhook",
+           [&](N n, P p) {
+             return w.mapping(
+                 n, p,
+                 {
+                     {"enabled", [&](N m, P q) { return w.boolean(m, q, wh.enabled); }},
+                     {"bindAddress", [&](N m, P q) { return w.str(m, q, wh.bind_address); }},
+                     {"tlsCertFile", [&](N m, P q) { return w.str(m, q, wh.tls_cert_file); }},
+                     {"tlsPrivateKeyFile", [&](N m, P q) { return w.str(m, q, wh.tls_private_key_file); }},
+                     {"maxBodyBytes",
+                      [&](N m, P q) { return w.integer<uint64_t>(m, q, wh.max_body_bytes, 1024, 64u << 20); }},
+                     {"maxHeaderBytes",
+                      [&](N m, P q) { return w.integer<uint32_t>(m, q, wh.max_header_bytes, 1024, 1u << 20); }},
+                     {"readTimeout", [&](N m, P q) { return w.duration(m, q, wh.read_timeout); }},
+                     {"idleTimeout", [&](N m, P q) { return w.duration(m, q, wh.idle_timeout); }},
+                     {"threads", [&](N m, P q) { return w.integer(m, q, wh.threads, 1, 256); }},
+                     {"takeoverSchedulerNames", [&](N m, P q) { return w.strings(m, q, wh.takeover_scheduler_names); }},
+                     {"ignoredNamespaces", [&](N m, P q) { return w.strings(m, q, wh.ignored_namespaces); }},
+                     {"runtimeClassName", [&](N m, P q) { return w.str(m, q, wh.runtime_class_name); }},
+                     {"gpuCorePolicy",
+                      [&](N m, P q) {
+                        return w.one_of(m, q, wh.gpu_core_policy, {"default", "force", "disable"});
+                      }},
+                 });
+           }},
+          {"scheduler",
+           [&](N n, P p) {
+             return w.mapping(
+                 n, p,
+                 {
+                     {"enabled", [&](N m, P q) { return w.boolean(m, q, s.enabled); }},
+                     {"nodeSchedulerPolicy",
+                      [&](N m, P q) {
+                        return w.one_of(m, q, s.node_scheduler_policy, {"binpack", "spread"});
+                      }},
+                     {"gpuSchedulerPolicy",
+                      [&](N m, P q) {
+                        return w.one_of(m, q, s.gpu_scheduler_policy, {"spread", "binpack"});
+                      }},
+                     {"nodeLock",
+                      [&](N m, P q) {
+                        return w.one_of(m, q, s.node_lock, {"hami", "off"});
+                      }},
+                     {"nodeLockTimeout", [&](N m, P q) { return w.duration(m, q, s.node_lock_timeout); }},
+                     {"nodeLabelSelector", [&](N m, P q) { return w.str(m, q, s.node_label_selector); }},
+                     {"kubeQPS", [&](N m, P q) { return w.number(m, q, s.kube_qps, 0.1); }},
+                     {"kubeBurst", [&](N m, P q) { return w.integer(m, q, s.kube_burst, 1, 100000); }},
+                     {"kubeTimeout", [&](N m, P q) { return w.duration(m, q, s.kube_timeout); }},
+                     {"maxBackoff", [&](N m, P q) { return w.duration(m, q, s.max_backoff); }},
+                     {"leaderElection",
+                      [&](N m, P q) {
+                        return w.mapping(
+                            m, q,
+                            {
+                                {"leaderElect", [&](N x, P r) { return w.boolean(x, r, le.enabled); }},
+                                {"resourceName", [&](N x, P r) { return w.str(x, r, le.lease_name); }},
+                                {"resourceNamespace", [&](N x, P r) { return w.str(x, r, le.lease_namespace); }},
+                                {"leaseDuration", [&](N x, P r) { return w.duration(x, r, le.lease_duration); }},
+                                {"renewDeadline", [&](N x, P r) { return w.duration(x, r, le.renew_deadline); }},
+                                {"retryPeriod", [&](N x, P r) { return w.duration(x, r, le.retry_period); }},
+                            });
+                      }},
+                 });
+           }},
+          {"server",
+           [&](N n, P p) {
+             return w.mapping(
+                 n, p,
+                 {
+                     {"healthBindAddress", [&](N m, P q) { return w.str(m, q, c.server.health_bind_address); }},
+                     {"metricsBindAddress", [&](N m, P q) { return w.str(m, q, c.server.metrics_bind_address); }},
+                 });
+           }},
+      });
   if (!ok) return make_error(w.error);
   if (auto st = validate_configuration(c); !st.ok()) return st.error();
   return c;

@@ -37,12 +37,12 @@ struct WebhookConfig {
   uint64_t max_body_bytes = 4 * 1024 * 1024;
   uint32_t max_header_bytes = 16 * 1024;
   std::chrono::milliseconds read_timeout{10000};  ///< a whole request must arrive within this
-  std::chrono::milliseconds idle_timeout{90000};   ///< keep-alive connection with no request
+  std::chrono::milliseconds idle_timeout{90000};  ///< keep-alive connection with no request
   int threads = 2;
   /// Pods with these schedulerNames (or none) are taken over (HAMi's force-overwrite-default-scheduler).
   std::vector<std::string> takeover_scheduler_names = {"default-scheduler"};
   std::vector<std::string> ignored_namespaces;
-  std::string runtime_class_name;     ///< set on GPU pods that have none, when non-empty
+  std::string runtime_class_name;           ///< set on GPU pods that have none, when non-empty
   std::string gpu_core_policy = "default";  ///< default | force | disable (GPU_CORE_UTILIZATION_POLICY)
 };
 

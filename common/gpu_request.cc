@@ -116,7 +116,8 @@ bool container_asks_gpu(const json::object& container, const DeviceConfig& d) {
   for (const char* section : {"limits", "requests"}) {
     const json::object* m = find_object(*res, section);
     if (m == nullptr) continue;
-    for (const std::string* name : {&d.gpu_resource, &d.memory_resource, &d.memory_percentage_resource, &d.cores_resource}) {
+    for (const std::string* name :
+         {&d.gpu_resource, &d.memory_resource, &d.memory_percentage_resource, &d.cores_resource}) {
       if (m->contains(*name)) return true;
     }
   }
@@ -128,7 +129,8 @@ namespace {
 Result<ContainerGpuRequest> extract_container(const json::object& c, bool init, const DeviceConfig& d) {
   ContainerGpuRequest out;
   out.init = init;
-  if (auto it = c.find("name"); it != c.end() && it->value().is_string()) out.name = std::string(it->value().get_string());
+  if (auto it = c.find("name"); it != c.end() && it->value().is_string())
+    out.name = std::string(it->value().get_string());
   auto prefix = [&]() { return std::string(init ? "init container \"" : "container \"") + out.name + "\": "; };
   auto gpus = container_resource(c, d.gpu_resource);
   if (!gpus.ok()) return make_error(prefix() + gpus.message());
@@ -154,7 +156,8 @@ Result<ContainerGpuRequest> extract_container(const json::object& c, bool init, 
   }
   if (out.gpus == 0) return out;
   if (out.gpus > 1024) {
-    return make_error(prefix() + d.gpu_resource + ": \"" + std::to_string(out.gpus) + "\" is more cards than any node has");
+    return make_error(prefix() + d.gpu_resource + ": \"" + std::to_string(out.gpus) +
+                      "\" is more cards than any node has");
   }
   int64_t mem_mib = mem.value().value_or(0);
   int64_t pct_v = pct.value().value_or(0);
@@ -237,7 +240,9 @@ Result<PodGpuRequest> decode_gpu_request(std::string_view text) {
     std::string path = where + ": containers[" + std::to_string(i) + "]." + std::string(key);
     if (!f->is_int64() && !f->is_uint64()) return make_error(path + ": " + json::serialize(*f) + " is not an integer");
     int64_t x = f->is_int64() ? f->get_int64() : static_cast<int64_t>(std::min<uint64_t>(f->get_uint64(), INT64_MAX));
-    if (x < lo || x > hi) return make_error(path + ": " + std::to_string(x) + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
+    if (x < lo || x > hi)
+      return make_error(path + ": " + std::to_string(x) + " is outside " + std::to_string(lo) + ".." +
+                        std::to_string(hi));
     dst = x;
     return Status::Ok();
   };
@@ -255,7 +260,8 @@ Result<PodGpuRequest> decode_gpu_request(std::string_view text) {
     if (auto st = int_field(o, "gpus", 0, 1024, gpus); !st.ok()) return st.error();
     if (!gpus) return make_error(path + ".gpus: missing");
     c.gpus = *gpus;
-    if (auto st = int_field(o, "memMiB", 1, std::numeric_limits<int32_t>::max(), c.mem_mib); !st.ok()) return st.error();
+    if (auto st = int_field(o, "memMiB", 1, std::numeric_limits<int32_t>::max(), c.mem_mib); !st.ok())
+      return st.error();
     if (auto st = int_field(o, "memPercent", 1, 100, c.mem_percent); !st.ok()) return st.error();
     if (auto st = int_field(o, "cores", 0, 100, cores); !st.ok()) return st.error();
     if (c.gpus > 0) {

@@ -29,10 +29,10 @@ inline constexpr std::string_view kGpuRequestAnnotation = "gpuslice.io/gpu-reque
 struct ContainerGpuRequest {
   std::string name;
   bool init = false;
-  int64_t gpus = 0;                   ///< distinct physical cards
-  std::optional<int64_t> mem_mib;     ///< per card, memoryFactor applied
-  std::optional<int64_t> mem_percent; ///< per card, of the card's total memory
-  int64_t cores = 0;                  ///< percent of one card's compute, per card
+  int64_t gpus = 0;                    ///< distinct physical cards
+  std::optional<int64_t> mem_mib;      ///< per card, memoryFactor applied
+  std::optional<int64_t> mem_percent;  ///< per card, of the card's total memory
+  int64_t cores = 0;                   ///< percent of one card's compute, per card
 
   bool operator==(const ContainerGpuRequest&) const = default;
 };

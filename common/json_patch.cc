@@ -67,7 +67,9 @@ boost::json::array patch_to_json(const Patch& patch) {
   return arr;
 }
 
-std::string serialize_patch(const Patch& patch) { return boost::json::serialize(patch_to_json(patch)); }
+std::string serialize_patch(const Patch& patch) {
+  return boost::json::serialize(patch_to_json(patch));
+}
 
 namespace {
 

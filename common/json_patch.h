@@ -15,7 +15,7 @@ namespace gpuslice {
 struct PatchOp {
   enum class Kind { add, replace, remove };
   Kind kind = Kind::add;
-  std::string path;         ///< RFC 6901 pointer, already escaped
+  std::string path;          ///< RFC 6901 pointer, already escaped
   boost::json::value value;  ///< unused for remove
 };
 

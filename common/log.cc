@@ -1,10 +1,10 @@
 #include "common/log.h"
 
+#include <unistd.h>
 #include <atomic>
 #include <chrono>
 #include <ctime>
 #include <mutex>
-#include <unistd.h>
 
 namespace gpuslice::log {
 namespace {
@@ -86,7 +86,9 @@ bool parse_format(std::string_view name, Format& out) {
   return false;
 }
 
-bool enabled(int verbosity) { return verbosity <= g_verbosity.load(std::memory_order_relaxed); }
+bool enabled(int verbosity) {
+  return verbosity <= g_verbosity.load(std::memory_order_relaxed);
+}
 
 std::string format_line(Format format, Severity severity, int verbosity, int64_t unix_micros, std::string_view msg,
                         Fields fields) {
@@ -100,7 +102,8 @@ std::string format_line(Format format, Severity severity, int verbosity, int64_t
     out += ts;
     out += ",\"v\":";
     out += std::to_string(verbosity);
-    if (severity != Severity::info) out += severity == Severity::error ? ",\"level\":\"error\"" : ",\"level\":\"warning\"";
+    if (severity != Severity::info)
+      out += severity == Severity::error ? ",\"level\":\"error\"" : ",\"level\":\"warning\"";
     out += ",\"msg\":";
     append_json_string(out, msg);
     for (const auto& f : fields) {

@@ -43,8 +43,12 @@ void write(Severity severity, int verbosity, std::string_view msg, Fields fields
 inline void info(std::string_view msg, Fields fields = {}, int verbosity = 0) {
   if (enabled(verbosity)) write(Severity::info, verbosity, msg, fields);
 }
-inline void warning(std::string_view msg, Fields fields = {}) { write(Severity::warning, 0, msg, fields); }
-inline void error(std::string_view msg, Fields fields = {}) { write(Severity::error, 0, msg, fields); }
+inline void warning(std::string_view msg, Fields fields = {}) {
+  write(Severity::warning, 0, msg, fields);
+}
+inline void error(std::string_view msg, Fields fields = {}) {
+  write(Severity::error, 0, msg, fields);
+}
 
 /// Formats one line without writing it (used by write(); exposed for tests). `unix_micros` is the timestamp.
 std::string format_line(Format format, Severity severity, int verbosity, int64_t unix_micros, std::string_view msg,

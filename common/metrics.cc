@@ -42,8 +42,12 @@ void append_header(std::string& out, const std::string& name, const std::string&
 
 }  // namespace
 
-void Counter::inc(double v) { atomic_add(value_, v); }
-void Gauge::inc(double v) { atomic_add(value_, v); }
+void Counter::inc(double v) {
+  atomic_add(value_, v);
+}
+void Gauge::inc(double v) {
+  atomic_add(value_, v);
+}
 
 Histogram::Histogram(const std::vector<double>* bounds)
     : bounds_(bounds), buckets_(new std::atomic<uint64_t>[bounds->size() + 1]) {

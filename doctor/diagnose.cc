@@ -73,8 +73,8 @@ std::string api_text(const ApiFailure& f) {
 }
 
 CheckResult make_fail(std::string name, std::vector<std::string> evidence, Diagnosis d) {
-  return CheckResult{std::move(name), Verdict::fail, std::move(evidence), std::move(d.cause), std::move(d.fix),
-                     std::move(d.id)};
+  return CheckResult{std::move(name),    Verdict::fail,    std::move(evidence),
+                     std::move(d.cause), std::move(d.fix), std::move(d.id)};
 }
 
 std::string annotation(const json::object& obj, std::string_view key) {
@@ -142,54 +142,68 @@ Diagnosis diagnose_admission_error(const ApiFailure& f, const Names& names) {
   }
   // The guard's denial first: its message quotes the webhook's failure only indirectly.
   if (contains(m, names.guard_policy) || contains(m, "ValidatingAdmissionPolicy")) {
-    return {"the webhook was not reached (Konnectivity tunnel, agent or gpuslice down; failurePolicy Ignore let "
-            "the pod through unmutated) and the scheduler guard " + names.guard_policy +
-                " refused it: GPU pods are being held back, non-GPU pods are unaffected",
-            "see the tunnel check; on the worker check the konnectivity-agent and gpuslice (webhook) are running; "
-            "GPU pods are admitted again as soon as the webhook answers, nothing needs restarting", "webhook-not-reached"};
+    return {
+        "the webhook was not reached (Konnectivity tunnel, agent or gpuslice down; failurePolicy Ignore let "
+        "the pod through unmutated) and the scheduler guard " +
+            names.guard_policy + " refused it: GPU pods are being held back, non-GPU pods are unaffected",
+        "see the tunnel check; on the worker check the konnectivity-agent and gpuslice (webhook) are running; "
+        "GPU pods are admitted again as soon as the webhook answers, nothing needs restarting",
+        "webhook-not-reached"};
   }
   if (contains(m, "No agent available")) {
-    return {"Konnectivity agent not connected: the tenant's API server has no tunnel to the worker network, so it "
-            "cannot dial the webhook Service",
-            "start or restart konnectivity-agent on the worker (kube-system/konnectivity-agent), check its logs and "
-            "the proxy-server's (\"Failed to get a backend\"); with several control-plane replicas run the agent with "
-            "--sync-forever=true", "agent-not-connected"};
+    return {
+        "Konnectivity agent not connected: the tenant's API server has no tunnel to the worker network, so it "
+        "cannot dial the webhook Service",
+        "start or restart konnectivity-agent on the worker (kube-system/konnectivity-agent), check its logs and "
+        "the proxy-server's (\"Failed to get a backend\"); with several control-plane replicas run the agent with "
+        "--sync-forever=true",
+        "agent-not-connected"};
   }
   if (icontains(m, "x509") || icontains(m, "tls: ") || icontains(m, "certificate")) {
     if (icontains(m, "certificate is valid for") || icontains(m, "not valid for any names") ||
         icontains(m, "doesn't contain any IP SANs") || icontains(m, "cannot validate certificate for")) {
       return {"SAN mismatch: the webhook's serving certificate lacks the name the API server dials (<svc>.<ns>.svc)",
               "reissue the serving certificate with the SAN <svc>.<ns>.svc (gpuslice certs --service <svc> "
-              "--namespace <ns>) and reload gpuslice (it watches its certificate files)", "san-mismatch"};
+              "--namespace <ns>) and reload gpuslice (it watches its certificate files)",
+              "san-mismatch"};
     }
     if (icontains(m, "expired") || icontains(m, "not yet valid")) {
       return {"the webhook's serving certificate has expired or is not yet valid",
-              "rotate the serving certificate (gpuslice certs, or let cert-manager renew it) and check the clocks", "cert-expired"};
+              "rotate the serving certificate (gpuslice certs, or let cert-manager renew it) and check the clocks",
+              "cert-expired"};
     }
-    return {"caBundle mismatch: the webhook's serving certificate is not signed by the CA in the "
-            "MutatingWebhookConfiguration's caBundle (x509: unknown authority)",
-            "put the CA that signed the serving certificate into clientConfig.caBundle (kubectl apply -k the overlay "
-            "with the certs-gpuslice component, or cert-manager's CA injection), or reissue the certificate", "ca-bundle-mismatch"};
+    return {
+        "caBundle mismatch: the webhook's serving certificate is not signed by the CA in the "
+        "MutatingWebhookConfiguration's caBundle (x509: unknown authority)",
+        "put the CA that signed the serving certificate into clientConfig.caBundle (kubectl apply -k the overlay "
+        "with the certs-gpuslice component, or cert-manager's CA injection), or reissue the certificate",
+        "ca-bundle-mismatch"};
   }
   if (icontains(m, "connection refused")) {
-    return {"the webhook is not listening where the Service points (gpuslice not running on the worker, or the "
-            "Service's port/targetPort is wrong)",
-            "start gpuslice serve on the worker and check the Service and clientConfig.service.port match the "
-            "webhook's listen port", "webhook-not-listening"};
+    return {
+        "the webhook is not listening where the Service points (gpuslice not running on the worker, or the "
+        "Service's port/targetPort is wrong)",
+        "start gpuslice serve on the worker and check the Service and clientConfig.service.port match the "
+        "webhook's listen port",
+        "webhook-not-listening"};
   }
   if (icontains(m, "context deadline exceeded") || icontains(m, "Client.Timeout") || icontains(m, "i/o timeout") ||
       f.reason == "Timeout" || f.code == 504) {
-    return {"the webhook did not answer within timeoutSeconds: gpuslice hung or overloaded, the Service points to "
-            "an address nothing answers on, or the tunnel dial is stuck (kubernetes#140512)",
-            "check gpuslice's logs and /readyz on the worker, the Service, and the konnectivity-agent's logs", "webhook-timeout"};
+    return {
+        "the webhook did not answer within timeoutSeconds: gpuslice hung or overloaded, the Service points to "
+        "an address nothing answers on, or the tunnel dial is stuck (kubernetes#140512)",
+        "check gpuslice's logs and /readyz on the worker, the Service, and the konnectivity-agent's logs",
+        "webhook-timeout"};
   }
   if (icontains(m, "connection reset") || icontains(m, "broken pipe") || icontains(m, "EOF")) {
     return {"the tunnel dropped the connection to the webhook (agent restarted, or the webhook closed it)",
-            "retry; if it persists check the konnectivity-agent and gpuslice logs and run >= 2 webhook replicas", "tunnel-reset"};
+            "retry; if it persists check the konnectivity-agent and gpuslice logs and run >= 2 webhook replicas",
+            "tunnel-reset"};
   }
   if (icontains(m, "no such host") || (contains(m, "service") && contains(m, "not found"))) {
     return {"the webhook's Service does not exist or does not resolve",
-            "apply the manifests (Service gpuslice-webhook in gpuslice-system) and check clientConfig.service", "service-missing"};
+            "apply the manifests (Service gpuslice-webhook in gpuslice-system) and check clientConfig.service",
+            "service-missing"};
   }
   if (icontains(m, "denied the request")) {
     return {"the webhook itself denied the probe pod (gpuslice's policy refused it)",
@@ -198,7 +212,8 @@ Diagnosis diagnose_admission_error(const ApiFailure& f, const Names& names) {
   if (f.code == 403) {
     return {"the doctor's credentials may not create pods in namespace " + names.probe_namespace +
                 " (a dry run needs the same RBAC as a create)",
-            "run gpuslice doctor with an admin kubeconfig, or grant create on pods in " + names.probe_namespace, "rbac"};
+            "run gpuslice doctor with an admin kubeconfig, or grant create on pods in " + names.probe_namespace,
+            "rbac"};
   }
   if (f.code == 404) {
     return {"namespace " + names.probe_namespace + " does not exist",
@@ -211,16 +226,19 @@ Diagnosis diagnose_admission_error(const ApiFailure& f, const Names& names) {
 Diagnosis diagnose_api_error(const ApiFailure& f, std::string_view what) {
   std::string w(what);
   if (f.code == 401) {
-    return {"the API server rejected the credentials", "check the kubeconfig's user (expired token or certificate)", "unauthorized"};
+    return {"the API server rejected the credentials", "check the kubeconfig's user (expired token or certificate)",
+            "unauthorized"};
   }
   if (f.code == 403) {
     return {"the doctor's credentials may not read " + w, "run gpuslice doctor with an admin kubeconfig", "rbac"};
   }
   if (f.code == 404) {
-    return {w + " does not exist", "apply gpuslice's manifests (kubectl apply -k manifests/overlays/<tenant>)", "not-found"};
+    return {w + " does not exist", "apply gpuslice's manifests (kubectl apply -k manifests/overlays/<tenant>)",
+            "not-found"};
   }
   if (f.code == 0 && f.reason == "Timeout") {
-    return {"the API server did not answer in time", "check the API server (its /readyz) and the network path to it", "api-timeout"};
+    return {"the API server did not answer in time", "check the API server (its /readyz) and the network path to it",
+            "api-timeout"};
   }
   if (f.code == 0) {
     return {"the API server is not reachable (" + f.reason + ")",
@@ -318,30 +336,32 @@ CheckResult check_webhook_config(const std::optional<json::object>& mwc, const s
   }
   auto ref = parse_webhook_config(*mwc, names);
   if (!ref) {
-    return make_fail(check, {ref.message()},
-                     {"the MutatingWebhookConfiguration is incomplete or names another webhook",
-                      "re-apply manifests/base/webhook.yaml, or pass --webhook with the entry's name", "webhook-config-invalid"});
+    return make_fail(
+        check, {ref.message()},
+        {"the MutatingWebhookConfiguration is incomplete or names another webhook",
+         "re-apply manifests/base/webhook.yaml, or pass --webhook with the entry's name", "webhook-config-invalid"});
   }
   const auto& r = *ref;
   std::vector<std::string> ev;
-  std::string target = r.service_name.empty()
-                           ? "url " + r.url
-                           : "service " + r.service_namespace + "/" + r.service_name + ":" + std::to_string(r.port) +
-                                 (r.path.empty() ? "" : r.path);
+  std::string target = r.service_name.empty() ? "url " + r.url
+                                              : "service " + r.service_namespace + "/" + r.service_name + ":" +
+                                                    std::to_string(r.port) + (r.path.empty() ? "" : r.path);
   ev.push_back("MutatingWebhookConfiguration " + names.webhook_configuration + ", webhook " + r.entry + " -> " +
                target + " (failurePolicy " + r.failure_policy + ", timeoutSeconds " +
                std::to_string(r.timeout_seconds) + ")");
   if (!r.ca_bundle_valid_base64) {
     return make_fail(check, ev,
                      {"clientConfig.caBundle is not valid base64",
-                      "set caBundle to base64 -w0 of the CA certificate PEM (the certs-gpuslice component does it)", "ca-bundle-invalid"});
+                      "set caBundle to base64 -w0 of the CA certificate PEM (the certs-gpuslice component does it)",
+                      "ca-bundle-invalid"});
   }
   if (r.ca_bundle_pem.empty()) {
     ev.push_back("clientConfig.caBundle: empty");
-    return make_fail(check, ev,
-                     {"caBundle missing: the API server verifies the webhook against the system roots and fails with "
-                      "x509: certificate signed by unknown authority",
-                      "apply the overlay with the certs-gpuslice component (or cert-manager's CA injection)", "ca-bundle-missing"});
+    return make_fail(
+        check, ev,
+        {"caBundle missing: the API server verifies the webhook against the system roots and fails with "
+         "x509: certificate signed by unknown authority",
+         "apply the overlay with the certs-gpuslice component (or cert-manager's CA injection)", "ca-bundle-missing"});
   }
   if (r.service_name.empty()) {
     ev.push_back("registered by url: under Kamaji the API server dials url webhooks directly, not through the tunnel");
@@ -418,8 +438,8 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
                       "set caBundle to base64 -w0 of the CA certificate PEM", "ca-bundle-invalid"});
   }
   const auto& ca = cas->front();
-  ev.push_back("caBundle: " + std::to_string(cas->size()) + " certificate(s), first " + ca.subject + (ca.is_ca ? " (CA)" : "") +
-               ", valid until " + certs::format_unix_time(ca.not_after_unix));
+  ev.push_back("caBundle: " + std::to_string(cas->size()) + " certificate(s), first " + ca.subject +
+               (ca.is_ca ? " (CA)" : "") + ", valid until " + certs::format_unix_time(ca.not_after_unix));
   if (!ca.is_ca) {
     return make_fail(check, ev,
                      {"the caBundle's certificate is not a CA (basicConstraints CA:FALSE): it cannot sign the serving "
@@ -427,7 +447,8 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
                       "put the signing CA (ca.crt), not the serving certificate, into caBundle", "ca-bundle-not-ca"});
   }
   if (ca.not_after_unix < now_unix) {
-    return make_fail(check, ev, {"the caBundle's CA has expired", "rotate the CA and the serving certificate", "ca-expired"});
+    return make_fail(check, ev,
+                     {"the caBundle's CA has expired", "rotate the CA and the serving certificate", "ca-expired"});
   }
   if (!serving_cert_pem) {
     ev.push_back("serving certificate: not readable (" + std::string(source) +
@@ -437,8 +458,9 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
   auto leaf = certs::parse_pem_certificates(*serving_cert_pem);
   if (!leaf) {
     ev.push_back("serving certificate (" + std::string(source) + "): " + leaf.message());
-    return make_fail(check, ev,
-                     {"the serving certificate does not parse", "reissue it (gpuslice certs) and reload gpuslice", "cert-invalid"});
+    return make_fail(
+        check, ev,
+        {"the serving certificate does not parse", "reissue it (gpuslice certs) and reload gpuslice", "cert-invalid"});
   }
   const auto& l = leaf->front();
   std::vector<std::string> sans = l.dns_sans;
@@ -461,7 +483,8 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
                      {"caBundle mismatch: the serving certificate was not signed by the CA in caBundle, so the API "
                       "server fails with x509: certificate signed by unknown authority",
                       "put the CA that signed the serving certificate into caBundle (re-apply the overlay with the "
-                      "certs-gpuslice component, or fix cert-manager's CA injection), or reissue the certificate", "ca-bundle-mismatch"});
+                      "certs-gpuslice component, or fix cert-manager's CA injection), or reissue the certificate",
+                      "ca-bundle-mismatch"});
   }
   ev.push_back("chain to caBundle: ok");
   bool ip_name = !server_name.empty() && (std::isdigit(static_cast<unsigned char>(server_name.front())) ||
@@ -473,9 +496,11 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
     return make_fail(check, ev,
                      {"SAN mismatch: the API server dials " + server_name +
                           " and the serving certificate does not name it (the Common Name is ignored), so it fails "
-                          "with x509: certificate is valid for ..., not " + server_name,
+                          "with x509: certificate is valid for ..., not " +
+                          server_name,
                       "reissue the certificate with the SAN " + server_name +
-                          " (gpuslice certs --service <svc> --namespace <ns>) and reload gpuslice", "san-mismatch"});
+                          " (gpuslice certs --service <svc> --namespace <ns>) and reload gpuslice",
+                      "san-mismatch"});
   }
   ev.push_back("SAN " + server_name + ": present");
   return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
@@ -486,9 +511,11 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
 CheckResult check_tunnel(std::string_view node, const std::optional<ApiFailure>& failure) {
   const std::string check = "tunnel";
   if (node.empty()) {
-    return CheckResult{check, Verdict::skip, {"no node to probe: the tunnel is judged by the dry runs only"}, {}, {}, {}};
+    return CheckResult{check, Verdict::skip, {"no node to probe: the tunnel is judged by the dry runs only"}, {}, {},
+                       {}};
   }
-  std::string probe = "GET /api/v1/nodes/" + std::string(node) + "/proxy/healthz (dialed through the API server's "
+  std::string probe = "GET /api/v1/nodes/" + std::string(node) +
+                      "/proxy/healthz (dialed through the API server's "
                       "cluster egress, like a service-referenced webhook)";
   if (!failure) {
     return CheckResult{check, Verdict::pass, {probe + ": answered"}, {}, {}, {}};
@@ -503,7 +530,8 @@ CheckResult check_tunnel(std::string_view node, const std::optional<ApiFailure>&
     ev.push_back("the probe did not reach the API server's egress: tunnel state unknown");
     return CheckResult{check, Verdict::skip, std::move(ev), {}, {}, {}};
   }
-  if (contains(f.message, "dial tcp") || contains(f.message, "connect:") || contains(f.message, "error trying to reach")) {
+  if (contains(f.message, "dial tcp") || contains(f.message, "connect:") ||
+      contains(f.message, "error trying to reach")) {
     // The dial was attempted from the far side of the egress: an agent took it (the node's kubelet port itself is
     // not expected to answer on simulated nodes).
     ev.push_back("the dial was made from the worker side: an agent is connected");
@@ -538,28 +566,30 @@ json::object make_probe_pod(bool gpu, std::string_view ns) {
   if (!requests.empty()) {
     resources["requests"] = std::move(requests);
   }
-  json::object container{{"name", "probe"}, {"image", "registry.k8s.io/pause:3.10"}, {"resources", std::move(resources)}};
+  json::object container{
+      {"name", "probe"}, {"image", "registry.k8s.io/pause:3.10"}, {"resources", std::move(resources)}};
   json::object labels{{"app.kubernetes.io/name", "gpuslice-doctor"}};
   json::object metadata{{"name", gpu ? "gpuslice-doctor-gpu-probe" : "gpuslice-doctor-plain-probe"},
                         {"namespace", ns},
                         {"labels", std::move(labels)}};
   json::object spec{{"containers", json::array{std::move(container)}}};
-  return json::object{{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", std::move(metadata)}, {"spec", std::move(spec)}};
+  return json::object{
+      {"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", std::move(metadata)}, {"spec", std::move(spec)}};
 }
 
 CheckResult check_gpu_dry_run(const DryRun& result, const Names& names) {
   const std::string check = "gpu-pod-dry-run";
-  std::string what = "dry-run create of a GPU pod (nvidia.com/gpu 1, gpumem 1024, gpucores 10) in " +
-                     names.probe_namespace;
+  std::string what =
+      "dry-run create of a GPU pod (nvidia.com/gpu 1, gpumem 1024, gpucores 10) in " + names.probe_namespace;
   if (!result.pod) {
     std::vector<std::string> ev{what + ": " + api_text(result.failure)};
     return make_fail(check, std::move(ev), diagnose_admission_error(result.failure, names));
   }
   std::string sched = scheduler_name_of(*result.pod);
   std::string req = annotation(*result.pod, kGpuRequestAnnotation);
-  std::vector<std::string> ev{what + ": admitted",
-                              "spec.schedulerName: " + (sched.empty() ? std::string("(unset)") : sched),
-                              std::string(kGpuRequestAnnotation) + ": " + (req.empty() ? std::string("(absent)") : req)};
+  std::vector<std::string> ev{
+      what + ": admitted", "spec.schedulerName: " + (sched.empty() ? std::string("(unset)") : sched),
+      std::string(kGpuRequestAnnotation) + ": " + (req.empty() ? std::string("(absent)") : req)};
   if (sched == names.scheduler_name && !req.empty()) {
     ev.push_back("mutated by gpuslice: API server -> tunnel -> webhook works");
     return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
@@ -574,7 +604,8 @@ CheckResult check_gpu_dry_run(const DryRun& result, const Names& names) {
                     "failed open (failurePolicy Ignore), and no scheduler guard refused it, so GPU pods go to the "
                     "default scheduler",
                     "see the tunnel check and the API server log (\"failed calling webhook\"); apply the guard "
-                    "(manifests/base/guard.yaml) so such pods are refused instead", "webhook-failed-open"});
+                    "(manifests/base/guard.yaml) so such pods are refused instead",
+                    "webhook-failed-open"});
 }
 
 CheckResult check_plain_dry_run(const DryRun& result, const Names& names) {
@@ -587,7 +618,8 @@ CheckResult check_plain_dry_run(const DryRun& result, const Names& names) {
       d = {"the scheduler guard refused a pod that asks for no GPU: the guard's asksForGPU expression is wrong",
            "re-apply manifests/base/guard.yaml", "guard-wrong"};
     } else {
-      d.cause = "a non-GPU pod was refused: " + d.cause + " (non-GPU pods should never be sent to the webhook: check "
+      d.cause = "a non-GPU pod was refused: " + d.cause +
+                " (non-GPU pods should never be sent to the webhook: check "
                 "its matchConditions)";
     }
     return make_fail(check, std::move(ev), std::move(d));
@@ -596,12 +628,14 @@ CheckResult check_plain_dry_run(const DryRun& result, const Names& names) {
   auto ours = annotation_keys_with_prefix(*result.pod, "gpuslice.io/");
   auto hami = annotation_keys_with_prefix(*result.pod, "hami.io/");
   ours.insert(ours.end(), hami.begin(), hami.end());
-  std::vector<std::string> ev{what + ": admitted", "spec.schedulerName: " + (sched.empty() ? std::string("(unset)") : sched),
-                              "gpuslice.io/ and hami.io/ annotations: " + (ours.empty() ? std::string("none") : join(ours, ","))};
+  std::vector<std::string> ev{
+      what + ": admitted", "spec.schedulerName: " + (sched.empty() ? std::string("(unset)") : sched),
+      "gpuslice.io/ and hami.io/ annotations: " + (ours.empty() ? std::string("none") : join(ours, ","))};
   if (sched == names.scheduler_name || !ours.empty()) {
     return make_fail(check, std::move(ev),
                      {"the webhook mutated a pod that asks for no GPU (matchConditions missing or a policy bug)",
-                      "re-apply manifests/base/webhook.yaml (matchConditions asks-for-gpu) and report the pod", "plain-pod-mutated"});
+                      "re-apply manifests/base/webhook.yaml (matchConditions asks-for-gpu) and report the pod",
+                      "plain-pod-mutated"});
   }
   ev.push_back("untouched");
   return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
@@ -658,11 +692,13 @@ CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Name
                      {"no gpuslice scheduler has ever taken the lease: gpuslice serve (scheduler enabled) is not "
                       "running, cannot reach the API server, or uses another lease name/namespace",
                       "start gpuslice serve; check its logs; pass --lease/--namespace if the configuration's "
-                      "scheduler.leaderElection names another Lease (or --lease= when leader election is off)", "lease-missing"});
+                      "scheduler.leaderElection names another Lease (or --lease= when leader election is off)",
+                      "lease-missing"});
   }
   const auto& l = *lease;
   std::vector<std::string> ev;
-  std::string renew = l.renew_time ? certs::format_unix_time(std::chrono::system_clock::to_time_t(*l.renew_time)) : std::string("(none)");
+  std::string renew = l.renew_time ? certs::format_unix_time(std::chrono::system_clock::to_time_t(*l.renew_time))
+                                   : std::string("(none)");
   ev.push_back(id + ": holder " + (l.holder.empty() ? std::string("(none)") : l.holder) + ", renewTime " + renew +
                ", leaseDurationSeconds " + std::to_string(l.duration_seconds) + ", transitions " +
                std::to_string(l.transitions));
@@ -671,7 +707,8 @@ CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Name
                      {"the lease was released and nobody holds it: no gpuslice scheduler replica is running (a "
                       "replica that stops gives the lease up)",
                       "start gpuslice serve (scheduler enabled); pods with schedulerName gpuslice-scheduler stay "
-                      "Pending meanwhile", "lease-released"});
+                      "Pending meanwhile",
+                      "lease-released"});
   }
   if (!l.renew_time) {
     return make_fail(check, std::move(ev),
@@ -687,7 +724,8 @@ CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Name
                           " s ago (lease duration " + std::to_string(l.duration_seconds) +
                           " s): the leader crashed, hangs or lost the API server, and no other replica took over",
                       "check gpuslice's logs on the holder; start a replica (another takes over after the lease "
-                      "duration)", "lease-stale"});
+                      "duration)",
+                      "lease-stale"});
   }
   ev.push_back("held and fresh");
   return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
@@ -730,8 +768,8 @@ CheckResult check_inventory(const std::vector<json::object>& nodes, std::size_t 
     ++usable;
     cards += static_cast<int64_t>(devices->size());
     if (listed.size() < max_listed) {
-      std::string line = name + ": " + std::to_string(devices->size()) + " card(s), allocatable nvidia.com/gpu " +
-                         alloc_text + ":";
+      std::string line =
+          name + ": " + std::to_string(devices->size()) + " card(s), allocatable nvidia.com/gpu " + alloc_text + ":";
       for (const auto& d : *devices) {
         line += " [" + d.id + " " + d.type + " " + std::to_string(d.devmem) + " MiB " + std::to_string(d.devcore) +
                 " cores x" + std::to_string(d.count) + (d.health ? "" : " UNHEALTHY") + "]";
@@ -760,7 +798,8 @@ CheckResult check_inventory(const std::vector<json::object>& nodes, std::size_t 
   if (!bad.empty()) {
     return make_fail(check, std::move(ev),
                      {"a node's hami.io/node-nvidia-register annotation does not decode: the scheduler ignores it",
-                      "fix the device plugin (or the node manifest) writing the annotation (hami-protocol.md §3)", "register-invalid"});
+                      "fix the device plugin (or the node manifest) writing the annotation (hami-protocol.md §3)",
+                      "register-invalid"});
   }
   if (usable == 0) {
     return make_fail(check, std::move(ev),
@@ -785,11 +824,12 @@ void correlate(std::vector<CheckResult>& checks) {
   if (gpu == nullptr || tunnel == nullptr || gpu->verdict != Verdict::fail || gpu->cause_id != "webhook-not-reached") {
     return;
   }
-  const std::string held = "; the scheduler guard refused the unmutated GPU pod, so GPU pods are being held back "
-                           "(non-GPU pods are unaffected)";
+  const std::string held =
+      "; the scheduler guard refused the unmutated GPU pod, so GPU pods are being held back "
+      "(non-GPU pods are unaffected)";
   if (tunnel->verdict == Verdict::fail && tunnel->cause_id == "agent-not-connected") {
-    gpu->cause = "Konnectivity agent not connected (see the tunnel check): the API server cannot reach the webhook" +
-                 held;
+    gpu->cause =
+        "Konnectivity agent not connected (see the tunnel check): the API server cannot reach the webhook" + held;
     gpu->fix = tunnel->fix + "; GPU pods are admitted again once the agent reconnects, nothing else needs restarting";
     gpu->cause_id = "agent-not-connected";
   } else if (CheckResult* cert = find("serving-cert"); cert != nullptr && cert->verdict == Verdict::fail) {
@@ -798,10 +838,13 @@ void correlate(std::vector<CheckResult>& checks) {
     gpu->fix = cert->fix;
     gpu->cause_id = cert->cause_id;
   } else if (tunnel->verdict == Verdict::pass) {
-    gpu->cause = "the tunnel works (an agent is connected) but the webhook did not answer through it: gpuslice is not "
-                 "running or not listening on the worker, or the Service points elsewhere" + held;
-    gpu->fix = "start gpuslice serve on the worker (check its logs and /readyz); check the Service and "
-               "clientConfig.service.port match its --webhook listen port";
+    gpu->cause =
+        "the tunnel works (an agent is connected) but the webhook did not answer through it: gpuslice is not "
+        "running or not listening on the worker, or the Service points elsewhere" +
+        held;
+    gpu->fix =
+        "start gpuslice serve on the worker (check its logs and /readyz); check the Service and "
+        "clientConfig.service.port match its --webhook listen port";
     gpu->cause_id = "webhook-down";
   }
 }
@@ -844,15 +887,14 @@ std::string format_report_json(std::string_view header, const std::vector<CheckR
     arr.emplace_back(std::move(o));
     (c.verdict == Verdict::pass ? passed : c.verdict == Verdict::fail ? failed : skipped)++;
   }
-  json::object root{{"server", header}, {"checks", std::move(arr)}, {"passed", passed}, {"failed", failed},
-                    {"skipped", skipped}};
+  json::object root{
+      {"server", header}, {"checks", std::move(arr)}, {"passed", passed}, {"failed", failed}, {"skipped", skipped}};
   return json::serialize(root) + "\n";
 }
 
 int exit_code(const std::vector<CheckResult>& checks) {
-  return std::any_of(checks.begin(), checks.end(), [](const CheckResult& c) { return c.verdict == Verdict::fail; })
-             ? 1
-             : 0;
+  return std::any_of(checks.begin(), checks.end(), [](const CheckResult& c) { return c.verdict == Verdict::fail; }) ? 1
+                                                                                                                    : 0;
 }
 
 }  // namespace gpuslice::doctor

@@ -68,8 +68,8 @@ struct Names {
   std::string scheduler_name = "gpuslice-scheduler";  ///< what the webhook writes into spec.schedulerName
   std::string guard_policy = "gpuslice-scheduler-guard";
   std::string lease_namespace = "gpuslice-system";
-  std::string lease_name = "gpuslice-scheduler";      ///< empty: lease check skipped
-  std::string probe_namespace = "default";            ///< where the dry-run pods are "created"
+  std::string lease_name = "gpuslice-scheduler";  ///< empty: lease check skipped
+  std::string probe_namespace = "default";        ///< where the dry-run pods are "created"
 };
 
 // ---- error mapping --------------------------------------------------------------------------------------------
@@ -95,8 +95,8 @@ struct WebhookRef {
   std::string entry;  ///< webhooks[].name
   std::string service_namespace, service_name, path;
   int port = 443;
-  std::string url;              ///< clientConfig.url (then there is no service)
-  std::string ca_bundle_pem;    ///< base64-decoded caBundle ("" when absent)
+  std::string url;            ///< clientConfig.url (then there is no service)
+  std::string ca_bundle_pem;  ///< base64-decoded caBundle ("" when absent)
   bool ca_bundle_valid_base64 = true;
   std::string failure_policy = "Fail";
   int timeout_seconds = 10;

@@ -2,18 +2,18 @@
 
 #include "common/base64.h"
 
+#include <fmt/format.h>
 #include <boost/json/object.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
-#include <fmt/format.h>
 
-#include <cerrno>
-#include <csignal>
-#include <cstring>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 
 extern char** environ;
 
@@ -25,8 +25,8 @@ Result<ExecCredential> parse_exec_credential(std::string_view text, std::string_
   boost::system::error_code ec;
   json::value v = json::parse(text, ec);
   if (ec || !v.is_object()) {
-    return make_error(fmt::format("exec plugin output is not a JSON object ({})",
-                                  ec ? ec.message() : std::string("not an object")));
+    return make_error(
+        fmt::format("exec plugin output is not a JSON object ({})", ec ? ec.message() : std::string("not an object")));
   }
   const auto& o = v.get_object();
   auto str = [&](const json::object& obj, const char* key) -> std::string {
@@ -51,8 +51,9 @@ Result<ExecCredential> parse_exec_credential(std::string_view text, std::string_
   cred.client_certificate_pem = str(status, "clientCertificateData");
   cred.client_key_pem = str(status, "clientKeyData");
   if (cred.client_certificate_pem.empty() != cred.client_key_pem.empty()) {
-    return make_error("exec plugin output: status.clientCertificateData and status.clientKeyData must be given "
-                      "together");
+    return make_error(
+        "exec plugin output: status.clientCertificateData and status.clientKeyData must be given "
+        "together");
   }
   if (cred.token.empty() && cred.client_certificate_pem.empty()) {
     return make_error("exec plugin output: status has neither token nor clientCertificateData");
@@ -84,8 +85,8 @@ std::string exec_info_json(const ExecConfig& exec, const RestConfig& config) {
     }
     spec["cluster"] = std::move(cluster);
   }
-  return json::serialize(json::object{{"apiVersion", exec.api_version}, {"kind", "ExecCredential"},
-                                      {"spec", std::move(spec)}});
+  return json::serialize(
+      json::object{{"apiVersion", exec.api_version}, {"kind", "ExecCredential"}, {"spec", std::move(spec)}});
 }
 
 Result<ExecOutput> run_exec_plugin(const ExecConfig& exec, const std::string& exec_info,
@@ -164,7 +165,8 @@ Result<ExecOutput> run_exec_plugin(const ExecConfig& exec, const std::string& ex
   pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
   int open_fds = 2;
   while (open_fds > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       break;

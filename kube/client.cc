@@ -4,6 +4,7 @@
 #include "common/metrics.h"
 #include "kube/framer.h"
 
+#include <fmt/format.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -16,7 +17,6 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
-#include <fmt/format.h>
 
 #include <array>
 #include <deque>
@@ -77,12 +77,12 @@ http::verb to_verb(HttpMethod m) {
 
 ApiError transport_error(const Request& req, const char* stage, const boost::system::error_code& ec) {
   if (ec == beast::error::timeout) {
-    return client_error(kReasonTimeout, fmt::format("{} {}: deadline exceeded during {}",
-                                                    method_name(req.method), req.path, stage));
+    return client_error(kReasonTimeout,
+                        fmt::format("{} {}: deadline exceeded during {}", method_name(req.method), req.path, stage));
   }
   if (ec == http::error::body_limit) {
-    return client_error(kReasonTooLarge, fmt::format("{} {}: response body over the limit", method_name(req.method),
-                                                     req.path));
+    return client_error(kReasonTooLarge,
+                        fmt::format("{} {}: response body over the limit", method_name(req.method), req.path));
   }
   return client_error(kReasonTransport,
                       fmt::format("{} {}: {} failed: {}", method_name(req.method), req.path, stage, ec.message()));
@@ -224,8 +224,7 @@ Result<std::unique_ptr<ssl::context>> make_tls_context(const RestConfig& config,
     ctx->use_private_key(asio::buffer(cert.key_pem), ssl::context::pem, ec);
     if (ec) {
       return make_error(fmt::format("client-key{}: not a valid PEM private key matching the certificate ({})",
-                                    config.client_key_file.empty() ? "" : " " + config.client_key_file,
-                                    ec.message()));
+                                    config.client_key_file.empty() ? "" : " " + config.client_key_file, ec.message()));
     }
   }
   return ctx;
@@ -233,7 +232,7 @@ Result<std::unique_ptr<ssl::context>> make_tls_context(const RestConfig& config,
 
 // Resolves with a deadline: the resolver has no timeout of its own, so a timer cancels it.
 awaitable<std::pair<boost::system::error_code, tcp::resolver::results_type>> resolve(const ServerUrl& url,
-                                                                                    steady::time_point deadline) {
+                                                                                     steady::time_point deadline) {
   auto ex = co_await asio::this_coro::executor;
   tcp::resolver resolver(ex);
   asio::steady_timer timer(ex);
@@ -258,8 +257,7 @@ awaitable<std::pair<boost::system::error_code, tcp::resolver::results_type>> res
 template <class Stream>
 awaitable<boost::system::error_code> write_read(Stream& stream, Connection& conn, steady::time_point deadline,
                                                 http::request<http::string_body>& req,
-                                                http::response_parser<http::string_body>& parser,
-                                                bool& read_any) {
+                                                http::response_parser<http::string_body>& parser, bool& read_any) {
   conn.lowest().expires_at(deadline);
   auto [wec, wn] = co_await http::async_write(stream, req, kTuple);
   (void)wn;
@@ -284,8 +282,8 @@ bool is_stale_connection_error(const boost::system::error_code& ec) {
   // ECONNABORTED and ENETRESET are what Linux reports for an idle pooled connection the kernel tore down under
   // us (the API server killed or restarted, the path cut): as stale as a reset or EOF.
   return ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
-         ec == asio::error::connection_aborted || ec == asio::error::network_reset ||
-         ec == asio::error::broken_pipe || ec == ssl::error::stream_truncated;
+         ec == asio::error::connection_aborted || ec == asio::error::network_reset || ec == asio::error::broken_pipe ||
+         ec == ssl::error::stream_truncated;
 }
 
 // ---- Client -------------------------------------------------------------------------------------------------
@@ -337,8 +335,12 @@ void Client::close_idle() {
   impl_->idle.clear();
 }
 
-std::size_t Client::idle_connections() const { return impl_->idle.size(); }
-std::size_t Client::connections_opened() const { return impl_->opened; }
+std::size_t Client::idle_connections() const {
+  return impl_->idle.size();
+}
+std::size_t Client::connections_opened() const {
+  return impl_->opened;
+}
 
 namespace {
 // Connects a fresh connection (TCP + TLS handshake with SNI and name verification) before the deadline.
@@ -368,8 +370,8 @@ awaitable<ApiResult<std::unique_ptr<Connection>>> connect(Client::Impl& impl, co
     // SNI only for names: RFC 6066 forbids IP literals in server_name.
     if (!config.tls_server_name.empty() || !impl.url.host_is_ip) {
       if (!SSL_set_tlsext_host_name(conn->tls->native_handle(), name.c_str())) {
-        co_return client_error(kReasonTransport, fmt::format("{} {}: cannot set SNI \"{}\"", method_name(req.method),
-                                                             req.path, name));
+        co_return client_error(kReasonTransport,
+                               fmt::format("{} {}: cannot set SNI \"{}\"", method_name(req.method), req.path, name));
       }
     }
     if (!config.insecure_skip_tls_verify) {
@@ -532,9 +534,8 @@ ApiResult<json::object> parse_object(const Request& req, const ApiResult<Respons
   boost::system::error_code ec;
   json::value v = json::parse(r->body, ec);
   if (ec || !v.is_object()) {
-    return client_error(kReasonDecode, fmt::format("{} {}: response is not a JSON object ({})",
-                                                   method_name(req.method), req.path,
-                                                   ec ? ec.message() : std::string("not an object")));
+    return client_error(kReasonDecode, fmt::format("{} {}: response is not a JSON object ({})", method_name(req.method),
+                                                   req.path, ec ? ec.message() : std::string("not an object")));
   }
   return std::move(v.get_object());
 }
@@ -561,8 +562,8 @@ awaitable<ApiResult<json::object>> Client::replace(std::string path, const json:
 awaitable<ApiResult<json::object>> Client::patch(std::string path, PatchType type, std::string patch,
                                                  std::string field_manager) {
   if (!field_manager.empty()) {
-    path += (path.find('?') == std::string::npos ? "?" : "&") + std::string("fieldManager=") +
-            query_escape(field_manager);
+    path +=
+        (path.find('?') == std::string::npos ? "?" : "&") + std::string("fieldManager=") + query_escape(field_manager);
   }
   Request req{HttpMethod::patch, std::move(path), std::move(patch), patch_content_type(type), {}};
   auto r = co_await send(req);
@@ -670,7 +671,8 @@ awaitable<ApiResult<WatchResult>> run_watch(Stream& stream, Connection& conn, co
     }
     auto ev = decode_watch_event(line);
     if (!ev) {
-      early = ApiResult<WatchResult>(client_error(kReasonDecode, fmt::format("watch {}: {}", request.path, ev.message())));
+      early =
+          ApiResult<WatchResult>(client_error(kReasonDecode, fmt::format("watch {}: {}", request.path, ev.message())));
       return;
     }
     m.watch_events.with({watch_event_type_name(ev->type)}).inc();
@@ -757,8 +759,9 @@ awaitable<ApiResult<WatchResult>> Client::watch(std::string path, WatchOptions o
     co_return r;
   }
   const auto now = steady::now();
-  const auto deadline = now + std::chrono::seconds(std::max(options.timeout_seconds, 0)) +
-                        (options.timeout_seconds > 0 ? options_.watch_deadline_slack : std::chrono::milliseconds(std::chrono::hours(1)));
+  const auto deadline =
+      now + std::chrono::seconds(std::max(options.timeout_seconds, 0)) +
+      (options.timeout_seconds > 0 ? options_.watch_deadline_slack : std::chrono::milliseconds(std::chrono::hours(1)));
   const auto connect_deadline = now + options_.timeout;
   const auto wait = impl.bucket.reserve(options_.steady_now());
   if (wait > steady::duration::zero()) {
@@ -813,8 +816,8 @@ awaitable<ApiResult<WatchResult>> Client::watch(std::string path, WatchOptions o
       result = co_await run_watch(*conn->tls, *conn, request, deadline, options_.max_watch_line_bytes, req, handler,
                                   cancellation);
     } else {
-      result = co_await run_watch(*conn->plain, *conn, request, deadline, options_.max_watch_line_bytes, req,
-                                  handler, cancellation);
+      result = co_await run_watch(*conn->plain, *conn, request, deadline, options_.max_watch_line_bytes, req, handler,
+                                  cancellation);
     }
     if (cancellation) {
       cancellation->set_hook(nullptr);
@@ -825,9 +828,10 @@ awaitable<ApiResult<WatchResult>> Client::watch(std::string path, WatchOptions o
     }
     break;
   }
-  m.requests.with({"WATCH", result ? std::string(watch_end_name(result->end))
-                                   : (result.error().code != 0 ? std::to_string(result.error().code)
-                                                               : result.error().reason)})
+  m.requests
+      .with({"WATCH", result
+                          ? std::string(watch_end_name(result->end))
+                          : (result.error().code != 0 ? std::to_string(result.error().code) : result.error().reason)})
       .inc();
   co_return result;
 }
@@ -836,8 +840,11 @@ awaitable<ApiResult<WatchResult>> Client::watch(std::string path, WatchOptions o
 
 awaitable<ApiStatus> Client::bind_pod(std::string ns, std::string pod, std::string node, std::string pod_uid) {
   auto body = make_binding(ns, pod, node, pod_uid);
-  Request req{HttpMethod::post, object_path(resources::pods(), ns, pod, "binding"), json::serialize(body),
-              "application/json", {}};
+  Request req{HttpMethod::post,
+              object_path(resources::pods(), ns, pod, "binding"),
+              json::serialize(body),
+              "application/json",
+              {}};
   auto r = co_await send(req);
   if (!r) {
     co_return r.error();

@@ -53,7 +53,7 @@
 namespace gpuslice::kube {
 
 struct ClientOptions {
-  double qps = 50;   ///< client-side rate limit (<= 0: unlimited); watches take a token per (re)connect
+  double qps = 50;  ///< client-side rate limit (<= 0: unlimited); watches take a token per (re)connect
   int burst = 100;
   std::chrono::milliseconds timeout{10000};      ///< default deadline of each request
   std::size_t max_response_bytes = 64u << 20;    ///< response body cap (large list pages)
@@ -83,9 +83,9 @@ const char* patch_content_type(PatchType t);
 
 struct Request {
   HttpMethod method = HttpMethod::get;
-  std::string path;          ///< absolute API path with query, e.g. "/api/v1/pods?limit=500"
-  std::string body;          ///< empty: no body
-  std::string content_type;  ///< default application/json when a body is present
+  std::string path;                                  ///< absolute API path with query, e.g. "/api/v1/pods?limit=500"
+  std::string body;                                  ///< empty: no body
+  std::string content_type;                          ///< default application/json when a body is present
   std::optional<std::chrono::milliseconds> timeout;  ///< overrides ClientOptions::timeout
 };
 
@@ -133,8 +133,8 @@ class Client : public std::enable_shared_from_this<Client> {
   using executor_type = boost::asio::any_io_executor;
 
   /// Validates the config (server URL, PEMs) and builds the TLS context. Errors name the bad field.
-  static Result<std::shared_ptr<Client>> create(executor_type executor, RestConfig config,
-                                                ClientOptions options = {}, Environment env = Environment::system());
+  static Result<std::shared_ptr<Client>> create(executor_type executor, RestConfig config, ClientOptions options = {},
+                                                Environment env = Environment::system());
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -159,8 +159,8 @@ class Client : public std::enable_shared_from_this<Client> {
   /// `field_manager` is sent as ?fieldManager= when non-empty (required for apply). A merge or strategic
   /// patch carrying metadata.resourceVersion is an optimistic-concurrency precondition: a concurrent change
   /// answers 409 (is_conflict()).
-  boost::asio::awaitable<ApiResult<boost::json::object>> patch(std::string path, PatchType type,
-                                                               std::string patch, std::string field_manager = {});
+  boost::asio::awaitable<ApiResult<boost::json::object>> patch(std::string path, PatchType type, std::string patch,
+                                                               std::string field_manager = {});
   /// DELETE path with optional DeleteOptions. 404 is an error (is_not_found()); callers may ignore it.
   boost::asio::awaitable<ApiStatus> remove(std::string path, DeleteOptions options = DeleteOptions());
 

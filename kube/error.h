@@ -38,8 +38,7 @@ struct ApiError {
   bool is_cancelled() const { return code == 0 && reason == kReasonCancelled; }
   /// Worth retrying later with backoff (transport, timeout, 429, 5xx).
   bool is_retriable() const {
-    return (code == 0 && (reason == kReasonTimeout || reason == kReasonTransport)) || code == 429 ||
-           code >= 500;
+    return (code == 0 && (reason == kReasonTimeout || reason == kReasonTransport)) || code == 429 || code >= 500;
   }
   /// "409 AlreadyExists: leases.coordination.k8s.io \"x\" already exists" or "Timeout: GET /api/v1/pods ...".
   std::string to_string() const;
@@ -53,7 +52,7 @@ inline ApiError client_error(const char* reason, std::string message) {
 template <class T>
 class [[nodiscard]] ApiResult {
  public:
-  ApiResult(T value) : v_(std::in_place_index<0>, std::move(value)) {}      // NOLINT(implicit)
+  ApiResult(T value) : v_(std::in_place_index<0>, std::move(value)) {}         // NOLINT(implicit)
   ApiResult(ApiError error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT(implicit)
 
   bool ok() const { return v_.index() == 0; }

@@ -14,7 +14,9 @@ namespace gpuslice::kube {
 
 namespace {
 
-bool is_absolute(std::string_view p) { return !p.empty() && p.front() == '/'; }
+bool is_absolute(std::string_view p) {
+  return !p.empty() && p.front() == '/';
+}
 
 std::string resolve(std::string_view base_dir, const std::string& p) {
   if (p.empty() || is_absolute(p) || base_dir.empty()) {
@@ -72,12 +74,12 @@ Result<std::string> data_field(const YAML::Node& parent, const char* key, const 
   return std::move(*decoded);
 }
 
-#define GS_TRY_ASSIGN(lhs, expr)   \
-  do {                             \
-    auto gs_r_ = (expr);           \
-    if (!gs_r_) {                  \
-      return gs_r_.error();        \
-    }                              \
+#define GS_TRY_ASSIGN(lhs, expr)    \
+  do {                              \
+    auto gs_r_ = (expr);            \
+    if (!gs_r_) {                   \
+      return gs_r_.error();         \
+    }                               \
     lhs = std::move(gs_r_.value()); \
   } while (0)
 
@@ -172,80 +174,82 @@ Result<KubeconfigFile> parse_document(const YAML::Node& root, std::string_view b
   }
   GS_TRY_ASSIGN(f.current_context, str_field(root, "current-context", "kubeconfig"));
 
-  Status s = for_each_named(root, "clusters", "cluster", [&](const std::string& name, const YAML::Node& c,
-                                                             const std::string& where) -> Status {
-    KubeconfigFile::Cluster cl;
-    GS_TRY_ASSIGN(cl.server, str_field(c, "server", where));
-    GS_TRY_ASSIGN(cl.tls_server_name, str_field(c, "tls-server-name", where));
-    GS_TRY_ASSIGN(cl.insecure_skip_tls_verify, bool_field(c, "insecure-skip-tls-verify", where));
-    std::string ca_file;
-    GS_TRY_ASSIGN(ca_file, str_field(c, "certificate-authority", where));
-    cl.ca_file = resolve(base_dir, ca_file);
-    GS_TRY_ASSIGN(cl.ca_pem, data_field(c, "certificate-authority-data", where));
-    std::string proxy;
-    GS_TRY_ASSIGN(proxy, str_field(c, "proxy-url", where));
-    if (!proxy.empty()) {
-      return make_error(fmt::format("{}.proxy-url: \"{}\": proxies are not supported", where, proxy));
-    }
-    f.clusters.emplace(name, std::move(cl));  // first entry of a name wins, as in client-go's merge
-    return Status::Ok();
-  });
-  if (!s) {
-    return s.error();
-  }
-  s = for_each_named(root, "users", "user", [&](const std::string& name, const YAML::Node& u,
-                                               const std::string& where) -> Status {
-    KubeconfigFile::User us;
-    std::string cert_file, key_file, token_file;
-    GS_TRY_ASSIGN(cert_file, str_field(u, "client-certificate", where));
-    GS_TRY_ASSIGN(key_file, str_field(u, "client-key", where));
-    GS_TRY_ASSIGN(token_file, str_field(u, "tokenFile", where));
-    us.client_cert_file = resolve(base_dir, cert_file);
-    us.client_key_file = resolve(base_dir, key_file);
-    us.token_file = resolve(base_dir, token_file);
-    GS_TRY_ASSIGN(us.client_cert_pem, data_field(u, "client-certificate-data", where));
-    GS_TRY_ASSIGN(us.client_key_pem, data_field(u, "client-key-data", where));
-    GS_TRY_ASSIGN(us.token, str_field(u, "token", where));
-    const YAML::Node exec = u["exec"];
-    if (exec.IsDefined() && !exec.IsNull()) {
-      if (!exec.IsMap()) {
-        return make_error(fmt::format("{}.exec: expected a map", where));
-      }
-      auto e = parse_exec(exec, base_dir, where + ".exec");
-      if (!e) {
-        return e.error();
-      }
-      us.exec = std::move(*e);
-    }
-    // Recorded, not rejected here: only the user a context selects must be usable.
-    const YAML::Node ap = u["auth-provider"];
-    if (ap.IsDefined() && !ap.IsNull()) {
-      std::string provider = ap.IsMap() && ap["name"].IsDefined() && ap["name"].IsScalar() ? ap["name"].Scalar() : "?";
-      us.unsupported = fmt::format("auth-provider ({})", provider);
-    } else {
-      for (const char* key : {"username", "password", "as", "as-uid", "as-groups", "as-user-extra"}) {
-        const YAML::Node n = u[key];
-        if (n.IsDefined() && !n.IsNull()) {
-          us.unsupported = key;
-          break;
+  Status s = for_each_named(
+      root, "clusters", "cluster",
+      [&](const std::string& name, const YAML::Node& c, const std::string& where) -> Status {
+        KubeconfigFile::Cluster cl;
+        GS_TRY_ASSIGN(cl.server, str_field(c, "server", where));
+        GS_TRY_ASSIGN(cl.tls_server_name, str_field(c, "tls-server-name", where));
+        GS_TRY_ASSIGN(cl.insecure_skip_tls_verify, bool_field(c, "insecure-skip-tls-verify", where));
+        std::string ca_file;
+        GS_TRY_ASSIGN(ca_file, str_field(c, "certificate-authority", where));
+        cl.ca_file = resolve(base_dir, ca_file);
+        GS_TRY_ASSIGN(cl.ca_pem, data_field(c, "certificate-authority-data", where));
+        std::string proxy;
+        GS_TRY_ASSIGN(proxy, str_field(c, "proxy-url", where));
+        if (!proxy.empty()) {
+          return make_error(fmt::format("{}.proxy-url: \"{}\": proxies are not supported", where, proxy));
         }
-      }
-    }
-    f.users.emplace(name, std::move(us));
-    return Status::Ok();
-  });
+        f.clusters.emplace(name, std::move(cl));  // first entry of a name wins, as in client-go's merge
+        return Status::Ok();
+      });
   if (!s) {
     return s.error();
   }
-  s = for_each_named(root, "contexts", "context", [&](const std::string& name, const YAML::Node& c,
-                                                     const std::string& where) -> Status {
-    KubeconfigFile::Context ctx;
-    GS_TRY_ASSIGN(ctx.cluster, str_field(c, "cluster", where));
-    GS_TRY_ASSIGN(ctx.user, str_field(c, "user", where));
-    GS_TRY_ASSIGN(ctx.namespace_, str_field(c, "namespace", where));
-    f.contexts.emplace(name, std::move(ctx));
-    return Status::Ok();
-  });
+  s = for_each_named(
+      root, "users", "user", [&](const std::string& name, const YAML::Node& u, const std::string& where) -> Status {
+        KubeconfigFile::User us;
+        std::string cert_file, key_file, token_file;
+        GS_TRY_ASSIGN(cert_file, str_field(u, "client-certificate", where));
+        GS_TRY_ASSIGN(key_file, str_field(u, "client-key", where));
+        GS_TRY_ASSIGN(token_file, str_field(u, "tokenFile", where));
+        us.client_cert_file = resolve(base_dir, cert_file);
+        us.client_key_file = resolve(base_dir, key_file);
+        us.token_file = resolve(base_dir, token_file);
+        GS_TRY_ASSIGN(us.client_cert_pem, data_field(u, "client-certificate-data", where));
+        GS_TRY_ASSIGN(us.client_key_pem, data_field(u, "client-key-data", where));
+        GS_TRY_ASSIGN(us.token, str_field(u, "token", where));
+        const YAML::Node exec = u["exec"];
+        if (exec.IsDefined() && !exec.IsNull()) {
+          if (!exec.IsMap()) {
+            return make_error(fmt::format("{}.exec: expected a map", where));
+          }
+          auto e = parse_exec(exec, base_dir, where + ".exec");
+          if (!e) {
+            return e.error();
+          }
+          us.exec = std::move(*e);
+        }
+        // Recorded, not rejected here: only the user a context selects must be usable.
+        const YAML::Node ap = u["auth-provider"];
+        if (ap.IsDefined() && !ap.IsNull()) {
+          std::string provider =
+              ap.IsMap() && ap["name"].IsDefined() && ap["name"].IsScalar() ? ap["name"].Scalar() : "?";
+          us.unsupported = fmt::format("auth-provider ({})", provider);
+        } else {
+          for (const char* key : {"username", "password", "as", "as-uid", "as-groups", "as-user-extra"}) {
+            const YAML::Node n = u[key];
+            if (n.IsDefined() && !n.IsNull()) {
+              us.unsupported = key;
+              break;
+            }
+          }
+        }
+        f.users.emplace(name, std::move(us));
+        return Status::Ok();
+      });
+  if (!s) {
+    return s.error();
+  }
+  s = for_each_named(root, "contexts", "context",
+                     [&](const std::string& name, const YAML::Node& c, const std::string& where) -> Status {
+                       KubeconfigFile::Context ctx;
+                       GS_TRY_ASSIGN(ctx.cluster, str_field(c, "cluster", where));
+                       GS_TRY_ASSIGN(ctx.user, str_field(c, "user", where));
+                       GS_TRY_ASSIGN(ctx.namespace_, str_field(c, "namespace", where));
+                       f.contexts.emplace(name, std::move(ctx));
+                       return Status::Ok();
+                     });
   if (!s) {
     return s.error();
   }
@@ -293,8 +297,8 @@ Result<KubeconfigFile> parse_kubeconfig(std::string_view yaml_text, std::string_
     const YAML::Node root = YAML::Load(std::string(yaml_text));
     return parse_document(root, base_dir);
   } catch (const YAML::Exception& e) {
-    return make_error(fmt::format("kubeconfig: invalid YAML at line {}, column {}: {}", e.mark.line + 1,
-                                  e.mark.column + 1, e.msg));
+    return make_error(
+        fmt::format("kubeconfig: invalid YAML at line {}, column {}: {}", e.mark.line + 1, e.mark.column + 1, e.msg));
   } catch (const std::exception& e) {
     return make_error(fmt::format("kubeconfig: {}", e.what()));
   }
@@ -333,8 +337,7 @@ Result<RestConfig> select_context(const KubeconfigFile& merged, std::string_view
   }
   const auto cl = merged.clusters.find(ctx->second.cluster);
   if (cl == merged.clusters.end()) {
-    return make_error(
-        fmt::format("kubeconfig: context \"{}\": cluster \"{}\" not found", name, ctx->second.cluster));
+    return make_error(fmt::format("kubeconfig: context \"{}\": cluster \"{}\" not found", name, ctx->second.cluster));
   }
   RestConfig rc;
   rc.context = name;
@@ -349,9 +352,9 @@ Result<RestConfig> select_context(const KubeconfigFile& merged, std::string_view
   rc.ca_pem = cl->second.ca_pem;
   if (rc.insecure_skip_tls_verify && (!rc.ca_file.empty() || !rc.ca_pem.empty())) {
     // client-go refuses this combination; silently ignoring the CA would be surprising.
-    return make_error(fmt::format(
-        "kubeconfig: clusters[{}].cluster: insecure-skip-tls-verify and certificate-authority are both set",
-        ctx->second.cluster));
+    return make_error(
+        fmt::format("kubeconfig: clusters[{}].cluster: insecure-skip-tls-verify and certificate-authority are both set",
+                    ctx->second.cluster));
   }
   if (!ctx->second.namespace_.empty()) {
     rc.default_namespace = ctx->second.namespace_;
@@ -364,9 +367,10 @@ Result<RestConfig> select_context(const KubeconfigFile& merged, std::string_view
     const auto& u = us->second;
     const std::string where = fmt::format("kubeconfig: users[{}].user", ctx->second.user);
     if (!u.unsupported.empty()) {
-      return make_error(fmt::format("{}: {} is not supported by gpuslice; use a client certificate, a token, "
-                                    "tokenFile or an exec plugin (client.authentication.k8s.io/v1)",
-                                    where, u.unsupported));
+      return make_error(
+          fmt::format("{}: {} is not supported by gpuslice; use a client certificate, a token, "
+                      "tokenFile or an exec plugin (client.authentication.k8s.io/v1)",
+                      where, u.unsupported));
     }
     rc.client_cert_file = u.client_cert_file;
     rc.client_cert_pem = u.client_cert_pem;
@@ -383,14 +387,16 @@ Result<RestConfig> select_context(const KubeconfigFile& merged, std::string_view
     if (rc.exec) {
       const auto& v = rc.exec->api_version;
       if (v != "client.authentication.k8s.io/v1" && v != "client.authentication.k8s.io/v1beta1") {
-        return make_error(fmt::format("{}.exec.apiVersion: \"{}\" is not supported; use "
-                                      "client.authentication.k8s.io/v1",
-                                      where, v));
+        return make_error(
+            fmt::format("{}.exec.apiVersion: \"{}\" is not supported; use "
+                        "client.authentication.k8s.io/v1",
+                        where, v));
       }
       if (rc.exec->interactive_mode == "Always") {
-        return make_error(fmt::format("{}.exec.interactiveMode: \"Always\" needs a terminal; gpuslice runs "
-                                      "non-interactively",
-                                      where));
+        return make_error(
+            fmt::format("{}.exec.interactiveMode: \"Always\" needs a terminal; gpuslice runs "
+                        "non-interactively",
+                        where));
       }
       if (!rc.exec->interactive_mode.empty() && rc.exec->interactive_mode != "Never" &&
           rc.exec->interactive_mode != "IfAvailable") {
@@ -456,8 +462,7 @@ Status load_files(RestConfig& config, const Environment& env) {
   return Status::Ok();
 }
 
-Result<RestConfig> load_kubeconfig(const std::string& explicit_path, std::string_view context,
-                                   const Environment& env) {
+Result<RestConfig> load_kubeconfig(const std::string& explicit_path, std::string_view context, const Environment& env) {
   std::vector<KubeconfigFile> files;
   if (!explicit_path.empty()) {
     auto f = load_one(explicit_path, env);

@@ -36,18 +36,18 @@ struct RestConfig {
   std::string server;           ///< https://host:port[/prefix]
   std::string tls_server_name;  ///< overrides the name verified (and sent as SNI)
   bool insecure_skip_tls_verify = false;
-  std::string ca_file;          ///< absolute path (read into ca_pem by load_* functions)
-  std::string ca_pem;           ///< PEM bundle; empty with empty ca_file: the system roots
+  std::string ca_file;  ///< absolute path (read into ca_pem by load_* functions)
+  std::string ca_pem;   ///< PEM bundle; empty with empty ca_file: the system roots
   std::string client_cert_file;
   std::string client_cert_pem;
   std::string client_key_file;
   std::string client_key_pem;
-  std::string token;            ///< static bearer token
-  std::string token_file;       ///< re-read periodically and on 401 (projected service-account tokens rotate)
+  std::string token;       ///< static bearer token
+  std::string token_file;  ///< re-read periodically and on 401 (projected service-account tokens rotate)
   std::optional<ExecConfig> exec;
   std::string default_namespace = "default";  ///< context namespace, or the service account's namespace
-  std::string context;          ///< the context used ("" for in-cluster)
-  std::string source;           ///< "kubeconfig <path(s)>" or "in-cluster", for logs
+  std::string context;                        ///< the context used ("" for in-cluster)
+  std::string source;                         ///< "kubeconfig <path(s)>" or "in-cluster", for logs
 };
 
 /// One parsed kubeconfig file: the named entries with file paths already made absolute.
@@ -101,8 +101,7 @@ Status load_files(RestConfig& config, const Environment& env);
 /// Loads kubeconfig: `explicit_path` (--kubeconfig) if non-empty, else every file of $KUBECONFIG (colon
 /// list; missing files skipped as kubectl does, but at least one must exist), else $HOME/.kube/config.
 /// Then select_context(context) and load_files().
-Result<RestConfig> load_kubeconfig(const std::string& explicit_path, std::string_view context,
-                                   const Environment& env);
+Result<RestConfig> load_kubeconfig(const std::string& explicit_path, std::string_view context, const Environment& env);
 
 /// In-cluster config: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT (IPv6 bracketed), token
 /// file <sa_dir>/token (re-read as it rotates), CA <sa_dir>/ca.crt, namespace <sa_dir>/namespace.

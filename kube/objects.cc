@@ -2,9 +2,9 @@
 
 #include "kube/auth.h"
 
+#include <fmt/format.h>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
-#include <fmt/format.h>
 
 #include <cctype>
 #include <ctime>
@@ -60,10 +60,18 @@ std::string string_at(const json::object& o, std::string_view pointer) {
   return {};
 }
 
-std::string resource_version_of(const json::object& o) { return string_at(o, "/metadata/resourceVersion"); }
-std::string name_of(const json::object& o) { return string_at(o, "/metadata/name"); }
-std::string namespace_of(const json::object& o) { return string_at(o, "/metadata/namespace"); }
-std::string uid_of(const json::object& o) { return string_at(o, "/metadata/uid"); }
+std::string resource_version_of(const json::object& o) {
+  return string_at(o, "/metadata/resourceVersion");
+}
+std::string name_of(const json::object& o) {
+  return string_at(o, "/metadata/name");
+}
+std::string namespace_of(const json::object& o) {
+  return string_at(o, "/metadata/namespace");
+}
+std::string uid_of(const json::object& o) {
+  return string_at(o, "/metadata/uid");
+}
 
 // ---- metav1.Status ------------------------------------------------------------------------------------------
 
@@ -119,8 +127,8 @@ std::string printable_prefix(std::string_view body, std::size_t max) {
 ApiError status_from_object(int fallback_code, const json::object& o) {
   ApiError e;
   e.code = fallback_code;
-  if (const auto* c = o.if_contains("code"); c != nullptr && c->is_int64() && c->get_int64() > 0 &&
-                                              c->get_int64() < 1000) {
+  if (const auto* c = o.if_contains("code");
+      c != nullptr && c->is_int64() && c->get_int64() > 0 && c->get_int64() < 1000) {
     e.code = static_cast<int>(c->get_int64());
   }
   if (const auto* r = o.if_contains("reason"); r != nullptr && r->is_string()) {
@@ -308,9 +316,9 @@ Result<std::chrono::system_clock::time_point> parse_rfc3339(std::string_view s) 
     return true;
   };
   int year = 0, mon = 0, day = 0, hour = 0, min = 0, sec = 0;
-  if (!digits(0, 4, year) || s.size() < 20 || s[4] != '-' || !digits(5, 2, mon) || s[7] != '-' ||
-      !digits(8, 2, day) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || !digits(11, 2, hour) ||
-      s[13] != ':' || !digits(14, 2, min) || s[16] != ':' || !digits(17, 2, sec)) {
+  if (!digits(0, 4, year) || s.size() < 20 || s[4] != '-' || !digits(5, 2, mon) || s[7] != '-' || !digits(8, 2, day) ||
+      (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || !digits(11, 2, hour) || s[13] != ':' || !digits(14, 2, min) ||
+      s[16] != ':' || !digits(17, 2, sec)) {
     return bad("expected YYYY-MM-DDTHH:MM:SS");
   }
   if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 || sec > 60) {
@@ -408,13 +416,13 @@ std::string truncate_utf8(std::string_view s, std::size_t max_bytes) {
 
 json::object make_event(const EventRecord& e) {
   using namespace std::chrono;
-  std::string ns = e.namespace_.empty() ? (e.regarding.namespace_.empty() ? "default" : e.regarding.namespace_)
-                                        : e.namespace_;
+  std::string ns =
+      e.namespace_.empty() ? (e.regarding.namespace_.empty() ? "default" : e.regarding.namespace_) : e.namespace_;
   std::string name = e.name;
   if (name.empty()) {
     const auto nanos = duration_cast<nanoseconds>(e.event_time.time_since_epoch()).count();
-    name = fmt::format("{}.{:x}", e.regarding.name.empty() ? "gpuslice" : e.regarding.name,
-                       static_cast<uint64_t>(nanos));
+    name =
+        fmt::format("{}.{:x}", e.regarding.name.empty() ? "gpuslice" : e.regarding.name, static_cast<uint64_t>(nanos));
   }
   json::object regarding{{"apiVersion", e.regarding.api_version}, {"kind", e.regarding.kind}};
   if (!e.regarding.namespace_.empty()) {
@@ -495,8 +503,8 @@ Result<Lease> decode_lease(const json::object& o) {
       return Status::Ok();
     }
     if (!v->is_int64() || v->get_int64() < 0 || v->get_int64() > INT32_MAX) {
-      return make_error(fmt::format("lease {}: spec.{} = {} is not a non-negative int32", l.name, key,
-                                    json::serialize(*v)));
+      return make_error(
+          fmt::format("lease {}: spec.{} = {} is not a non-negative int32", l.name, key, json::serialize(*v)));
     }
     out = static_cast<int32_t>(v->get_int64());
     return Status::Ok();
@@ -516,9 +524,9 @@ Result<Lease> decode_lease(const json::object& o) {
     out = *t;
     return Status::Ok();
   };
-  for (Status s : {int_field("leaseDurationSeconds", l.lease_duration_seconds),
-                   int_field("leaseTransitions", l.lease_transitions), time_field("acquireTime", l.acquire_time),
-                   time_field("renewTime", l.renew_time)}) {
+  for (Status s :
+       {int_field("leaseDurationSeconds", l.lease_duration_seconds), int_field("leaseTransitions", l.lease_transitions),
+        time_field("acquireTime", l.acquire_time), time_field("renewTime", l.renew_time)}) {
     if (!s) {
       return s.error();
     }

@@ -90,15 +90,15 @@ struct ObjectReference {
 };
 
 struct EventRecord {
-  std::string namespace_;   ///< the Event's namespace (usually the regarding object's; "default" if empty)
-  std::string name;         ///< empty: "<regarding.name>.<hex unix nanos>" as client-go names them
+  std::string namespace_;  ///< the Event's namespace (usually the regarding object's; "default" if empty)
+  std::string name;        ///< empty: "<regarding.name>.<hex unix nanos>" as client-go names them
   std::chrono::system_clock::time_point event_time;
   std::string reporting_controller = "gpuslice.io/scheduler";
-  std::string reporting_instance;  ///< e.g. the holder identity / pod name
-  std::string action = "Scheduling";   ///< <= 128 bytes
-  std::string reason;                  ///< <= 128 bytes, e.g. "Scheduled", "FailedScheduling"
-  std::string type = "Normal";         ///< "Normal" | "Warning"
-  std::string note;                    ///< truncated to 1024 bytes on a UTF-8 boundary
+  std::string reporting_instance;     ///< e.g. the holder identity / pod name
+  std::string action = "Scheduling";  ///< <= 128 bytes
+  std::string reason;                 ///< <= 128 bytes, e.g. "Scheduled", "FailedScheduling"
+  std::string type = "Normal";        ///< "Normal" | "Warning"
+  std::string note;                   ///< truncated to 1024 bytes on a UTF-8 boundary
   ObjectReference regarding;
 };
 /// The events.k8s.io/v1 Event object (eventTime as MicroTime; action/reason truncated to 128, note to 1 kB).

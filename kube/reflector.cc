@@ -27,7 +27,9 @@ const char* reflector_event_type_name(ReflectorEventType t) {
 }
 
 Reflector::Reflector(std::shared_ptr<Client> client, ReflectorOptions options, Handler handler)
-    : client_(std::move(client)), options_(std::move(options)), handler_(std::move(handler)),
+    : client_(std::move(client)),
+      options_(std::move(options)),
+      handler_(std::move(handler)),
       cancel_(std::make_shared<Cancellation>()) {
   if (!options_.random) {
     options_.random = make_uniform_random();
@@ -91,9 +93,10 @@ asio::awaitable<void> Reflector::run() {
       ev.resource_version = last_rv_;
       handler_(ev);
     }
-    log::info("reflector listed", {{"reflector", options_.name},
-                                   {"items", static_cast<int64_t>(list->items.size())},
-                                   {"resourceVersion", last_rv_}},
+    log::info("reflector listed",
+              {{"reflector", options_.name},
+               {"items", static_cast<int64_t>(list->items.size())},
+               {"resourceVersion", last_rv_}},
               2);
 
     // Watch from the list's RV, resuming from the last RV seen, until a relist is needed or stop().
@@ -151,9 +154,8 @@ asio::awaitable<void> Reflector::run() {
       if (result) {
         switch (result->end) {
           case WatchEnd::gone:
-            log::info("reflector watch expired (410); relisting", {{"reflector", options_.name},
-                                                                  {"resourceVersion", last_rv_}},
-                      1);
+            log::info("reflector watch expired (410); relisting",
+                      {{"reflector", options_.name}, {"resourceVersion", last_rv_}}, 1);
             relist = true;  // never resume from the expired RV
             break;
           case WatchEnd::closed:

@@ -34,21 +34,21 @@ const char* reflector_event_type_name(ReflectorEventType t);
 
 struct ReflectorEvent {
   ReflectorEventType type = ReflectorEventType::added;
-  const boost::json::object* object = nullptr;  ///< added/modified/deleted/bookmark; valid during the call
+  const boost::json::object* object = nullptr;              ///< added/modified/deleted/bookmark; valid during the call
   const std::vector<boost::json::object>* items = nullptr;  ///< relisted only; valid during the call
-  std::string resource_version;  ///< the event's or the list's resourceVersion
+  std::string resource_version;                             ///< the event's or the list's resourceVersion
 };
 
 struct ReflectorOptions {
   Resource resource;
-  std::string namespace_;      ///< "" = all namespaces
+  std::string namespace_;  ///< "" = all namespaces
   std::string label_selector;
   std::string field_selector;
   int64_t page_size = 500;
   int watch_timeout_seconds = 300;  ///< per watch request; jittered up to +50% (randomness injected)
   BackoffPolicy backoff{std::chrono::milliseconds(200), std::chrono::milliseconds(30000), 2.0, 0.5};
-  UniformRandom random;        ///< empty: make_uniform_random()
-  std::string name;            ///< for logs, e.g. "pods"
+  UniformRandom random;  ///< empty: make_uniform_random()
+  std::string name;      ///< for logs, e.g. "pods"
 };
 
 class Reflector {
@@ -65,8 +65,8 @@ class Reflector {
 
   bool has_synced() const { return synced_; }  ///< true after the first successful list was delivered
   const std::string& last_resource_version() const { return last_rv_; }
-  int relists() const { return relists_; }     ///< lists done (the first included)
-  int watches() const { return watches_; }     ///< watch requests started
+  int relists() const { return relists_; }  ///< lists done (the first included)
+  int watches() const { return watches_; }  ///< watch requests started
 
  private:
   boost::asio::awaitable<bool> sleep(std::chrono::milliseconds d);

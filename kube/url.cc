@@ -1,20 +1,32 @@
 #include "kube/url.h"
 
+#include <fmt/format.h>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
-#include <fmt/format.h>
 
 #include <cctype>
 
 namespace gpuslice::kube {
 
 namespace resources {
-Resource pods() { return {"", "v1", "pods", true}; }
-Resource nodes() { return {"", "v1", "nodes", false}; }
-Resource namespaces() { return {"", "v1", "namespaces", false}; }
-Resource config_maps() { return {"", "v1", "configmaps", true}; }
-Resource events() { return {"events.k8s.io", "v1", "events", true}; }
-Resource leases() { return {"coordination.k8s.io", "v1", "leases", true}; }
+Resource pods() {
+  return {"", "v1", "pods", true};
+}
+Resource nodes() {
+  return {"", "v1", "nodes", false};
+}
+Resource namespaces() {
+  return {"", "v1", "namespaces", false};
+}
+Resource config_maps() {
+  return {"", "v1", "configmaps", true};
+}
+Resource events() {
+  return {"events.k8s.io", "v1", "events", true};
+}
+Resource leases() {
+  return {"coordination.k8s.io", "v1", "leases", true};
+}
 }  // namespace resources
 
 namespace {
@@ -47,8 +59,12 @@ std::string prefix(const Resource& r) {
 }
 }  // namespace
 
-std::string query_escape(std::string_view s) { return escape(s, false); }
-std::string path_escape(std::string_view s) { return escape(s, true); }
+std::string query_escape(std::string_view s) {
+  return escape(s, false);
+}
+std::string path_escape(std::string_view s) {
+  return escape(s, true);
+}
 
 std::string collection_path(const Resource& r, std::string_view ns) {
   std::string p = prefix(r);

@@ -59,9 +59,9 @@ struct ListOptions {
 struct WatchOptions {
   std::string label_selector;
   std::string field_selector;
-  std::string resource_version;      ///< resume point (opaque; never compared numerically)
-  bool allow_bookmarks = true;       ///< allowWatchBookmarks=true
-  int timeout_seconds = 300;         ///< server ends the watch after this; the client reconnects
+  std::string resource_version;  ///< resume point (opaque; never compared numerically)
+  bool allow_bookmarks = true;   ///< allowWatchBookmarks=true
+  int timeout_seconds = 300;     ///< server ends the watch after this; the client reconnects
 };
 
 /// Query parameters for a list request, only those set, in a fixed order.

@@ -9,10 +9,10 @@ set -euo pipefail
 
 PACKAGES=(
   # toolchains and build
-  build-essential cmake ninja-build g++-12 clang-14 libclang-rt-14-dev pkg-config git ca-certificates
+  build-essential cmake ninja-build g++-12 clang-14 libclang-rt-14-dev clang-format-14 pkg-config git ca-certificates
   # libraries
-  libboost1.81-dev libboost-json1.81-dev libssl-dev rapidjson-dev libyaml-cpp-dev catch2 libcli11-dev
-  libspdlog-dev libfmt-dev nlohmann-json3-dev
+  libboost1.81-dev libboost-json1.81-dev libssl-dev libyaml-cpp-dev catch2 libcli11-dev
+  libfmt-dev nlohmann-json3-dev
   # lab and e2e: network namespaces, Unix-socket bridges, Debian's etcd (fallback), HTTP tools, load generator
   iproute2 socat etcd-server curl openssl wrk jq python3 python3-yaml procps psmisc util-linux
 )

@@ -171,8 +171,8 @@ Result<std::vector<DeviceInfo>> decode_legacy(const Where& w, std::string_view t
     }
     DeviceInfo d;
     d.id = std::string(trim(f[0]));
-    static constexpr const char* kNames[] = {"id", "count", "devmem", "devcore", "type", "numa", "health", "index",
-                                             "mode"};
+    static constexpr const char* kNames[] = {"id",   "count",  "devmem", "devcore", "type",
+                                             "numa", "health", "index",  "mode"};
     auto num = [&](size_t k, int64_t lo, int64_t hi, int64_t& dst) -> Status {
       int64_t x = 0;
       if (!parse_int(f[k], x)) {
@@ -188,8 +188,8 @@ Result<std::vector<DeviceInfo>> decode_legacy(const Where& w, std::string_view t
     constexpr int64_t kBig = int64_t(1) << 40;
     int64_t numa = 0;
     int64_t index = 0;
-    for (Status st : {num(1, 0, kBig, d.count), num(2, 0, kBig, d.devmem), num(3, 0, kBig, d.devcore),
-                      num(5, -1, kI32, numa)}) {
+    for (Status st :
+         {num(1, 0, kBig, d.count), num(2, 0, kBig, d.devmem), num(3, 0, kBig, d.devcore), num(5, -1, kI32, numa)}) {
       if (!st.ok()) {
         return st.error();
       }

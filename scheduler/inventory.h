@@ -21,14 +21,14 @@ inline constexpr std::string_view kNodeHandshakeAnnotation = "hami.io/node-hands
 
 /// One registered card, as HAMi's DeviceInfo. Missing JSON fields take their zero value (health false).
 struct DeviceInfo {
-  std::string id;          ///< UUID, e.g. "GPU-4f02..."
-  int32_t index = 0;       ///< NVML index
-  int64_t count = 0;       ///< time-slicing slots (deviceSplitCount)
-  int64_t devmem = 0;      ///< MiB, scaling already applied by the plugin
-  int64_t devcore = 0;     ///< 100 x deviceCoreScaling
-  std::string type;        ///< e.g. "NVIDIA A100-SXM4-80GB"; cards whose type lacks "nvidia" are ignored by Fit
+  std::string id;       ///< UUID, e.g. "GPU-4f02..."
+  int32_t index = 0;    ///< NVML index
+  int64_t count = 0;    ///< time-slicing slots (deviceSplitCount)
+  int64_t devmem = 0;   ///< MiB, scaling already applied by the plugin
+  int64_t devcore = 0;  ///< 100 x deviceCoreScaling
+  std::string type;     ///< e.g. "NVIDIA A100-SXM4-80GB"; cards whose type lacks "nvidia" are ignored by Fit
   int32_t numa = 0;
-  std::string mode;        ///< hami-core | mig | mps; empty means hami-core
+  std::string mode;  ///< hami-core | mig | mps; empty means hami-core
   bool health = false;
 
   bool operator==(const DeviceInfo&) const = default;

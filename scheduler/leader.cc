@@ -32,7 +32,9 @@ boost::json::object lease_to_json(const Lease& lease) {
     spec["renewTime"] = lease.spec.renew_time;
   }
   spec["leaseTransitions"] = lease.spec.lease_transitions;
-  return {{"apiVersion", "coordination.k8s.io/v1"}, {"kind", "Lease"}, {"metadata", std::move(meta)},
+  return {{"apiVersion", "coordination.k8s.io/v1"},
+          {"kind", "Lease"},
+          {"metadata", std::move(meta)},
           {"spec", std::move(spec)}};
 }
 
@@ -169,7 +171,9 @@ void LeaderElector::on_write(WriteResult result, const std::optional<Lease>& wri
   (void)now;
 }
 
-void LeaderElector::on_get_error(SteadyTime /*now*/) { pending_ = Op::none; }
+void LeaderElector::on_get_error(SteadyTime /*now*/) {
+  pending_ = Op::none;
+}
 
 std::optional<Lease> LeaderElector::release(WallTime wall) {
   if (!leader_ || observed_.spec.holder_identity != identity_) {

@@ -28,7 +28,9 @@ int64_t unix_seconds(WallTime t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
 }
 
-std::string str_at(const boost::json::object& o, std::string_view pointer) { return kube::string_at(o, pointer); }
+std::string str_at(const boost::json::object& o, std::string_view pointer) {
+  return kube::string_at(o, pointer);
+}
 
 std::string annotation(const boost::json::object& pod, std::string_view key) {
   const auto* meta = pod.if_contains("metadata");
@@ -59,7 +61,9 @@ std::optional<std::string> optional_annotation(const boost::json::object& obj, s
   return std::string(v->get_string());
 }
 
-bool finished_phase(std::string_view phase) { return phase == "Succeeded" || phase == "Failed"; }
+bool finished_phase(std::string_view phase) {
+  return phase == "Succeeded" || phase == "Failed";
+}
 
 bool has_scheduling_gates(const boost::json::object& pod) {
   const auto* spec = pod.if_contains("spec");
@@ -690,9 +694,8 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
       break;
     }
     if (b->info.gpu.any()) {
-      auto r = co_await api_->patch_pod(key.ns, key.name,
-                                        allocation_patch(b->decision, b->resource_version,
-                                                         unix_seconds(options_.clock.wall())));
+      auto r = co_await api_->patch_pod(
+          key.ns, key.name, allocation_patch(b->decision, b->resource_version, unix_seconds(options_.clock.wall())));
       if (!r) {
         if (r.error().is_not_found()) {
           outcome = Outcome::gone;
@@ -717,8 +720,7 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
     if (b->needs_lock) {
       lock_taken = co_await acquire_lock(*b);
       if (!lock_taken) {
-        failure = "node lock on " + node + " not acquired within " +
-                  std::to_string(options_.lock_wait.count()) + "ms";
+        failure = "node lock on " + node + " not acquired within " + std::to_string(options_.lock_wait.count()) + "ms";
         break;
       }
     }
@@ -852,8 +854,8 @@ asio::awaitable<bool> SchedulingLoop::acquire_lock(Binding& b) {
   } leave{this, node, b.key};
   const auto deadline = options_.clock.steady() + options_.lock_wait;
   while (!stopped_ && active_) {
-    if (auto it = lock_lines_.find(node); it != lock_lines_.end() && !it->second.empty() &&
-                                          !(it->second.front() == b.key)) {
+    if (auto it = lock_lines_.find(node);
+        it != lock_lines_.end() && !it->second.empty() && !(it->second.front() == b.key)) {
       const auto now = options_.clock.steady();
       if (now >= deadline) {
         co_return false;
@@ -934,8 +936,7 @@ asio::awaitable<bool> SchedulingLoop::acquire_lock(Binding& b) {
   co_return false;
 }
 
-asio::awaitable<void> SchedulingLoop::release_lock(std::string node, std::string ns, std::string pod,
-                                                   std::string why) {
+asio::awaitable<void> SchedulingLoop::release_lock(std::string node, std::string ns, std::string pod, std::string why) {
   for (int attempt = 0; attempt < 4 && !stopped_; ++attempt) {
     auto mit = nodes_.find(node);
     if (mit == nodes_.end() || !lock_held_by(mit->second.lock, ns, pod)) {
@@ -1048,8 +1049,8 @@ bool SchedulingLoop::side_effect_slot() {
   return true;
 }
 
-void SchedulingLoop::report_unschedulable(const PodKey& key, const boost::json::object& pod,
-                                          const std::string& message, const std::string& hami_note) {
+void SchedulingLoop::report_unschedulable(const PodKey& key, const boost::json::object& pod, const std::string& message,
+                                          const std::string& hami_note) {
   if (!active_ || stopped_) {
     return;
   }
@@ -1115,8 +1116,7 @@ void SchedulingLoop::emit_event(const boost::json::object& pod, std::string reas
 
 void SchedulingLoop::sweep() {
   const auto now = options_.clock.steady();
-  for (const auto& key :
-       snapshot_.expire_assumed(unix_seconds(options_.clock.wall()), options_.assume_ttl.count())) {
+  for (const auto& key : snapshot_.expire_assumed(unix_seconds(options_.clock.wall()), options_.assume_ttl.count())) {
     log::warning("assumption expired without confirmation", {{"pod", key}});
   }
   for (auto it = recent_binds_.begin(); it != recent_binds_.end();) {

@@ -59,11 +59,11 @@ struct LoopClock {
 struct LoopOptions {
   std::string scheduler_name = "gpuslice-scheduler";
   DeviceConfig devices;
-  SchedulerConfig scheduler;  ///< policies, node_lock ("hami" | "off"), node_lock_timeout, max_backoff
+  SchedulerConfig scheduler;          ///< policies, node_lock ("hami" | "off"), node_lock_timeout, max_backoff
   std::string identity = "gpuslice";  ///< Events' reportingInstance
   std::size_t queue_capacity = 100000;
   std::size_t max_binds_in_flight = 64;
-  std::size_t max_side_effects_in_flight = 32;  ///< events + condition patches; beyond this they are dropped
+  std::size_t max_side_effects_in_flight = 32;      ///< events + condition patches; beyond this they are dropped
   std::chrono::milliseconds event_interval{30000};  ///< same pod, same message: at most one event per interval
   std::chrono::milliseconds lock_wait{30000};       ///< give up waiting for a node lock after this, re-decide
   std::chrono::seconds assume_ttl{120};             ///< drop assumptions never confirmed by a watch event
@@ -98,7 +98,7 @@ std::string filtering_failed_note(const Decision& decision);
 struct LoopStats {
   uint64_t scheduled = 0;
   uint64_t unschedulable = 0;
-  uint64_t errors = 0;       ///< conflicts, API errors, lock waits given up
+  uint64_t errors = 0;  ///< conflicts, API errors, lock waits given up
   uint64_t conflicts = 0;
   uint64_t locks_taken = 0;
   uint64_t locks_released = 0;  ///< by us: bind failures and the janitor
@@ -176,19 +176,19 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   PendingQueue queue_;
   LoopStats stats_;
 
-  std::map<PodKey, PendingPod> pending_;                // unbound pods of our schedulerName
-  std::unordered_map<std::string, PodBrief> briefs_;    // "ns/name" -> every live pod
+  std::map<PodKey, PendingPod> pending_;              // unbound pods of our schedulerName
+  std::unordered_map<std::string, PodBrief> briefs_;  // "ns/name" -> every live pod
   std::map<std::string, NodeMeta> nodes_;
-  std::set<std::pair<std::string, std::string>> quotas_;  // ns, name
-  std::set<std::string> locked_nodes_;                  // nodes whose lock annotation is set
-  std::set<std::string> janitor_busy_;                  // nodes with a janitor release in flight
-  std::map<PodKey, std::string> binders_;               // pods being bound -> node
+  std::set<std::pair<std::string, std::string>> quotas_;               // ns, name
+  std::set<std::string> locked_nodes_;                                 // nodes whose lock annotation is set
+  std::set<std::string> janitor_busy_;                                 // nodes with a janitor release in flight
+  std::map<PodKey, std::string> binders_;                              // pods being bound -> node
   std::map<PodKey, std::pair<std::string, SteadyTime>> recent_binds_;  // bound by us lately (watch may lag)
   struct Reported {
     std::string message;
     SteadyTime at{};
   };
-  std::map<PodKey, Reported> reported_;  // last FailedScheduling per pod (rate limit)
+  std::map<PodKey, Reported> reported_;     // last FailedScheduling per pod (rate limit)
   std::map<PodKey, int> conflict_retries_;  // immediate re-decisions after a 409, bounded
   std::map<std::string, std::vector<std::shared_ptr<boost::asio::steady_timer>>> node_waiters_;
   // Binders waiting for a node's lock, in arrival order: only the head tries to take it, so a release wakes one

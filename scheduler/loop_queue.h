@@ -84,8 +84,8 @@ class PendingQueue {
   struct Entry {
     State state = State::active;
     int attempts = 0;
-    uint64_t seq = 0;           // FIFO order within active
-    SteadyTime ready_at{};      // for waiting
+    uint64_t seq = 0;       // FIFO order within active
+    SteadyTime ready_at{};  // for waiting
     bool moved_while_in_flight = false;
     bool forget_on_return = false;
   };

@@ -69,17 +69,17 @@ SchedulerService::SchedulerService(std::shared_ptr<kube::Client> client, const C
 
   auto add = [&](kube::ReflectorOptions ro, int bit, void (SchedulingLoop::*handler)(const kube::ReflectorEvent&)) {
     std::weak_ptr<SchedulingLoop> weak = loop_;
-    reflectors_.push_back(std::make_shared<kube::Reflector>(
-        client_, std::move(ro), [this, weak, bit, handler](const kube::ReflectorEvent& e) {
-          auto l = weak.lock();
-          if (!l) {
-            return;
-          }
-          ((*l).*handler)(e);
-          if (e.type == kube::ReflectorEventType::relisted) {
-            on_synced(bit);
-          }
-        }));
+    reflectors_.push_back(std::make_shared<kube::Reflector>(client_, std::move(ro),
+                                                            [this, weak, bit, handler](const kube::ReflectorEvent& e) {
+                                                              auto l = weak.lock();
+                                                              if (!l) {
+                                                                return;
+                                                              }
+                                                              ((*l).*handler)(e);
+                                                              if (e.type == kube::ReflectorEventType::relisted) {
+                                                                on_synced(bit);
+                                                              }
+                                                            }));
   };
   kube::ReflectorOptions pods;
   pods.resource = kube::resources::pods();
@@ -103,7 +103,7 @@ void SchedulerService::on_synced(int which) {
   synced_mask_ |= which;
   if (before != 7 && synced_mask_ == 7) {
     log::info("scheduler informers synced", {{"nodes", static_cast<int64_t>(loop_->snapshot().node_count())},
-                                              {"pods", static_cast<int64_t>(loop_->snapshot().pod_count())}});
+                                             {"pods", static_cast<int64_t>(loop_->snapshot().pod_count())}});
     loop_->set_synced(true);
   }
 }
@@ -111,7 +111,8 @@ void SchedulerService::on_synced(int which) {
 void SchedulerService::start() {
   auto ex = client_->get_executor();
   for (auto& r : reflectors_) {
-    asio::co_spawn(ex, [r]() -> asio::awaitable<void> { co_await r->run(); }, asio::detached);
+    asio::co_spawn(
+        ex, [r]() -> asio::awaitable<void> { co_await r->run(); }, asio::detached);
   }
   asio::co_spawn(ex, loop_->run(), asio::detached);
   asio::co_spawn(ex, loop_->run_sweeper(), asio::detached);
@@ -130,9 +131,13 @@ void SchedulerService::stop() {
   loop_->stop();
 }
 
-bool SchedulerService::leading() const { return leader_ ? leader_->leading() : true; }
+bool SchedulerService::leading() const {
+  return leader_ ? leader_->leading() : true;
+}
 
-bool SchedulerService::ready() const { return loop_->synced() && leading(); }
+bool SchedulerService::ready() const {
+  return loop_->synced() && leading();
+}
 
 Result<std::unique_ptr<SchedulerProcess>> SchedulerProcess::start(const Configuration& config, std::string identity) {
   auto rest = kube::load_default_config(config.kubeconfig, kube::Environment::system());
@@ -193,6 +198,8 @@ void SchedulerProcess::stop() {
   }
 }
 
-SchedulerProcess::~SchedulerProcess() { stop(); }
+SchedulerProcess::~SchedulerProcess() {
+  stop();
+}
 
 }  // namespace gpuslice::scheduler

@@ -143,8 +143,8 @@ Result<WallTime> parse_rfc3339(std::string_view s) {
   }
   const int64_t secs = days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 86400 + h * 3600 +
                        mi * 60 + se - offset_s;
-  return WallTime(std::chrono::duration_cast<WallTime::duration>(std::chrono::seconds(secs) +
-                                                                 std::chrono::nanoseconds(frac_ns)));
+  return WallTime(
+      std::chrono::duration_cast<WallTime::duration>(std::chrono::seconds(secs) + std::chrono::nanoseconds(frac_ns)));
 }
 
 }  // namespace gpuslice::scheduler

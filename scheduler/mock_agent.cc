@@ -6,11 +6,11 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/json/serialize.hpp>
 
 namespace gpuslice::scheduler {
@@ -151,8 +151,7 @@ void MockDeviceAgent::consider_pod(const boost::json::object& pod) {
   asio::co_spawn(executor_, allocate(ns, name, node, std::move(*patch)), asio::detached);
 }
 
-asio::awaitable<void> MockDeviceAgent::allocate(std::string ns, std::string name, std::string node,
-                                                std::string patch) {
+asio::awaitable<void> MockDeviceAgent::allocate(std::string ns, std::string name, std::string node, std::string patch) {
   auto self = shared_from_this();
   const std::string key = ns + "/" + name;
   auto r = co_await api_->patch_pod(ns, name, patch);
@@ -273,9 +272,8 @@ int run_mock_device_agent(const MockAgentConfig& config) {
   pods.field_selector = "spec.nodeName!=";
   pods.name = "pods";
   // Nodes first: pods are judged against the managed set, so the pod informer starts once nodes are listed.
-  auto pod_reflector = std::make_shared<kube::Reflector>(*client, std::move(pods), [agent](const kube::ReflectorEvent& e) {
-    agent->on_pod_event(e);
-  });
+  auto pod_reflector = std::make_shared<kube::Reflector>(
+      *client, std::move(pods), [agent](const kube::ReflectorEvent& e) { agent->on_pod_event(e); });
   bool pods_started = false;
   auto node_reflector = std::make_shared<kube::Reflector>(
       *client, std::move(nodes), [agent, pod_reflector, &pods_started, &io](const kube::ReflectorEvent& e) {

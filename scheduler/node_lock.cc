@@ -112,8 +112,8 @@ LockDecision decide_node_lock(std::string_view node, const std::optional<std::st
   d.action = LockAction::contention;
   const auto left = timeout - (age.count() < 0 ? milliseconds(0) : age);
   d.expires_in = left.count() < 0 ? milliseconds(0) : left;
-  d.reason = "node " + node_s + " has been locked within " + std::to_string(timeout.count() / 1000) + "s by " +
-             holder + ": node lock contention";
+  d.reason = "node " + node_s + " has been locked within " + std::to_string(timeout.count() / 1000) + "s by " + holder +
+             ": node lock contention";
   return d;
 }
 

@@ -18,8 +18,8 @@ namespace gpuslice::scheduler {
 
 struct NodeLockValue {
   WallTime time;
-  std::string ns;    ///< empty for the legacy form
-  std::string pod;   ///< empty for the legacy form
+  std::string ns;   ///< empty for the legacy form
+  std::string pod;  ///< empty for the legacy form
   bool legacy = false;
 };
 

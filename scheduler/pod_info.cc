@@ -288,8 +288,9 @@ Result<PodInfo> parse_pod(const json::object& pod, const DeviceConfig& devices) 
       const json::array* terms = arr(*req, "nodeSelectorTerms");
       size_t ti = 0;
       for (const json::value& tv : terms ? *terms : json::array{}) {
-        std::string at = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[" +
-                         std::to_string(ti) + "]";
+        std::string at =
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[" +
+            std::to_string(ti) + "]";
         if (!tv.is_object()) {
           return fail(at + ": must be an object");
         }

@@ -53,10 +53,10 @@ struct NodeSelectorTerm {
 };
 
 struct Toleration {
-  std::string key;       ///< empty with op exists: tolerates every taint
+  std::string key;  ///< empty with op exists: tolerates every taint
   bool op_exists = false;
   std::string value;
-  std::string effect;    ///< empty: every effect
+  std::string effect;  ///< empty: every effect
 };
 
 /// Card-card weights of the card score (hami.io/device-scoring-weights), default 1,1,1.
@@ -69,12 +69,12 @@ struct ScoringWeights {
 
 /// Card selection annotations. Lists are trimmed, empty entries dropped.
 struct GpuSelectors {
-  std::vector<std::string> use_types;     ///< case-insensitive substring of the card type; any must match
-  std::vector<std::string> nouse_types;   ///< none may match
-  std::vector<std::string> use_uuids;     ///< exact
-  std::vector<std::string> nouse_uuids;   ///< exact
-  bool numa_bind = false;                 ///< nvidia.com/numa-bind: "true"
-  std::optional<std::string> vgpu_mode;   ///< hami-core | mig | mps
+  std::vector<std::string> use_types;    ///< case-insensitive substring of the card type; any must match
+  std::vector<std::string> nouse_types;  ///< none may match
+  std::vector<std::string> use_uuids;    ///< exact
+  std::vector<std::string> nouse_uuids;  ///< exact
+  bool numa_bind = false;                ///< nvidia.com/numa-bind: "true"
+  std::optional<std::string> vgpu_mode;  ///< hami-core | mig | mps
 };
 
 struct PodInfo {
@@ -85,7 +85,7 @@ struct PodInfo {
   std::vector<NodeSelectorTerm> required_affinity;  ///< ORed; empty means no constraint
   std::vector<Toleration> tolerations;
   ResourceRequests requests;
-  PodGpuRequest gpu;           ///< init containers first; every container present
+  PodGpuRequest gpu;  ///< init containers first; every container present
   GpuSelectors selectors;
   std::optional<std::string> node_policy;  ///< per-pod override: binpack | spread (unknown names: binpack)
   std::optional<std::string> gpu_policy;   ///< per-pod override: spread | binpack (unknown names: spread)

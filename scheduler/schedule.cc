@@ -31,7 +31,9 @@ Policy resolve_policy(const PodInfo& pod, const ScheduleOptions& opt) {
   return p;
 }
 
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+char lower(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
 
 bool icontains(std::string_view hay, std::string_view needle) {
   if (needle.size() > hay.size()) {
@@ -144,11 +146,18 @@ struct Work {
 
 // Counts per card reason in a fixed array: the hot path (a candidate node that does not fit) allocates nothing.
 struct ReasonCounts {
-  static constexpr std::string_view kNames[] = {
-      reason::kAllocatedCardsInsufficientRequest, reason::kCardComputeUnitsExhausted, reason::kCardCordoned,
-      reason::kCardInsufficientCore,              reason::kCardInsufficientMemory,    reason::kCardNotHealth,
-      reason::kCardTimeSlicingExhausted,          reason::kCardTypeMismatch,          reason::kCardUuidMismatch,
-      reason::kExclusiveDeviceAllocateConflict,   reason::kNumaNotFit,                reason::kResourceQuotaNotFit};
+  static constexpr std::string_view kNames[] = {reason::kAllocatedCardsInsufficientRequest,
+                                                reason::kCardComputeUnitsExhausted,
+                                                reason::kCardCordoned,
+                                                reason::kCardInsufficientCore,
+                                                reason::kCardInsufficientMemory,
+                                                reason::kCardNotHealth,
+                                                reason::kCardTimeSlicingExhausted,
+                                                reason::kCardTypeMismatch,
+                                                reason::kCardUuidMismatch,
+                                                reason::kExclusiveDeviceAllocateConflict,
+                                                reason::kNumaNotFit,
+                                                reason::kResourceQuotaNotFit};
   static constexpr size_t kCount = sizeof(kNames) / sizeof(kNames[0]);
   int64_t counts[kCount] = {};
   void add(std::string_view r, int64_t n = 1) {
@@ -387,12 +396,12 @@ bool fit_container(std::vector<Work>& work, const ContainerGpuRequest& req, cons
         picked.push_back(ContainerDevice{p->w->card->info.id, std::string(kNvidiaVendorWord), p->mem, cores_req});
       }
       if (req.init) {
-        quota.init_max = QuotaAmounts{std::max(quota.init_max.mem_mib, slot.mem_mib),
-                                      std::max(quota.init_max.cores, slot.cores),
-                                      std::max(quota.init_max.gpus, slot.gpus)};
+        quota.init_max =
+            QuotaAmounts{std::max(quota.init_max.mem_mib, slot.mem_mib), std::max(quota.init_max.cores, slot.cores),
+                         std::max(quota.init_max.gpus, slot.gpus)};
       } else {
-        quota.app = QuotaAmounts{quota.app.mem_mib + slot.mem_mib, quota.app.cores + slot.cores,
-                                 quota.app.gpus + slot.gpus};
+        quota.app =
+            QuotaAmounts{quota.app.mem_mib + slot.mem_mib, quota.app.cores + slot.cores, quota.app.gpus + slot.gpus};
         // App containers accumulate: the next one sees these cards as used.
         for (Cand* p : tmp) {
           p->w->used_mem += p->mem;
@@ -410,8 +419,8 @@ bool fit_container(std::vector<Work>& work, const ContainerGpuRequest& req, cons
 }
 
 // `explain` false: a failing node returns without building reason strings (the search only needs "no").
-NodeVerdict evaluate(const Snapshot& snap, const NodeState& n, const PodInfo& pod, const Policy& policy,
-                     bool wants_gpu, bool explain) {
+NodeVerdict evaluate(const Snapshot& snap, const NodeState& n, const PodInfo& pod, const Policy& policy, bool wants_gpu,
+                     bool explain) {
   auto fail_with = [explain](std::string_view r) { return explain ? scheduler::fail_with(r) : NodeVerdict{}; };
   if (n.unschedulable && !tolerated(pod, Taint{"node.kubernetes.io/unschedulable", "", "NoSchedule"})) {
     return fail_with(reason::kNodeUnschedulable);

@@ -138,7 +138,9 @@ class BucketCursor {
 
 // ---------------------------------------------------------------------------------------------------------------
 
-bool CardState::usable() const { return visible() && info.health && !cordoned && used_slots < info.count; }
+bool CardState::usable() const {
+  return visible() && info.health && !cordoned && used_slots < info.count;
+}
 
 const CardState* NodeState::find_card(std::string_view uuid) const {
   for (const CardState& c : cards) {
@@ -452,8 +454,7 @@ Status Snapshot::upsert_node(const json::object& node) {
       };
       int64_t gpus_milli = 0;
       int64_t pods_milli = 0;
-      for (Item item : {Item{"cpu", &n.allocatable.cpu_milli, true},
-                        Item{"memory", &n.allocatable.memory_bytes, false},
+      for (Item item : {Item{"cpu", &n.allocatable.cpu_milli, true}, Item{"memory", &n.allocatable.memory_bytes, false},
                         Item{"ephemeral-storage", &n.allocatable.ephemeral_bytes, false},
                         Item{"pods", &pods_milli, true}, Item{devices_.gpu_resource, &gpus_milli, true}}) {
         const json::value* v = alloc->if_contains(item.key);

@@ -19,8 +19,9 @@
 //   snap.expire_assumed(now_unix, ttl);     // assumptions never confirmed by a watch event time out
 //
 // Every mutator keeps the free-capacity index current, so the loop never rebuilds: upsert_pod/remove_pod/assume/
-// forget cost O(log pods + cards of the node), upsert_node O(pods on that node), expire_assumed O(pods). Events may arrive in any order: a pod may reference a node (or card) that is not known yet; its
-// contribution is kept and applied when the node (or card) appears. Re-applying the same object is idempotent.
+// forget cost O(log pods + cards of the node), upsert_node O(pods on that node), expire_assumed O(pods). Events may
+// arrive in any order: a pod may reference a node (or card) that is not known yet; its contribution is kept and applied
+// when the node (or card) appears. Re-applying the same object is idempotent.
 //
 // What counts (hami-protocol.md §4): a pod holds GPU usage while it carries `hami.io/vgpu-node` and
 // `hami.io/vgpu-devices-allocated` and is not Succeeded/Failed (Pending included). A pod counts for cpu, memory,
@@ -119,12 +120,12 @@ struct PodRecord {
   std::string node;      ///< where cpu/memory/pods count ("" if none)
   std::string gpu_node;  ///< where the cards are (hami.io/vgpu-node), "" without a GPU allocation
   ResourceRequests requests;
-  PodDevices devices;    ///< as allocated, slots init first
+  PodDevices devices;  ///< as allocated, slots init first
   size_t init_slots = 0;
-  bool init_done = false;         ///< all init containers exited 0: init usage no longer counts
-  bool assumed = false;           ///< recorded by assume(), not yet confirmed by a watch event
+  bool init_done = false;  ///< all init containers exited 0: init usage no longer counts
+  bool assumed = false;    ///< recorded by assume(), not yet confirmed by a watch event
   int64_t assumed_at_unix = 0;
-  QuotaAmounts quota;             ///< this pod's charge against its namespace quota
+  QuotaAmounts quota;  ///< this pod's charge against its namespace quota
 };
 
 /// The pruning condition of the free-capacity index: a node can only fit a request if it has at least `cards`
@@ -216,7 +217,7 @@ class Snapshot {
 
   DeviceConfig devices_;
   std::map<std::string, NodeState, std::less<>> nodes_;
-  std::map<std::string, PodRecord, std::less<>> pods_;  ///< key "ns/name"
+  std::map<std::string, PodRecord, std::less<>> pods_;                   ///< key "ns/name"
   std::unordered_map<std::string, std::set<std::string>> pods_by_node_;  ///< node (cpu or gpu) -> pod keys
   std::map<std::string, std::map<std::string, QuotaLimits>, std::less<>> quota_objects_;  ///< ns -> name -> limits
   std::map<std::string, QuotaLimits, std::less<>> quota_limits_;

@@ -14,7 +14,9 @@ namespace {
 
 constexpr int kMaxDepth = 128;  // manifests are shallow; this bounds recursion on hostile input
 
-bool is_null_word(const std::string& s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
+bool is_null_word(const std::string& s) {
+  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
+}
 
 // The YAML 1.2 core schema's patterns, by hand: std::regex recurses per character and overflows the stack on long
 // scalars.
@@ -25,9 +27,15 @@ bool digits(std::string_view s, size_t& i, bool (*ok)(char)) {
   }
   return i > start;
 }
-bool dec(char c) { return c >= '0' && c <= '9'; }
-bool oct(char c) { return c >= '0' && c <= '7'; }
-bool hex(char c) { return dec(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool dec(char c) {
+  return c >= '0' && c <= '9';
+}
+bool oct(char c) {
+  return c >= '0' && c <= '7';
+}
+bool hex(char c) {
+  return dec(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
 
 // [-+]?[0-9]+
 bool is_int(std::string_view s) {

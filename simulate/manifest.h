@@ -15,7 +15,7 @@
 namespace gpuslice::simulate {
 
 struct Manifest {
-  size_t document = 0;        ///< 0-based document index in the file (List items share their List's index)
+  size_t document = 0;  ///< 0-based document index in the file (List items share their List's index)
   boost::json::object object;
 };
 

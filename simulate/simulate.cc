@@ -200,11 +200,8 @@ json::object simulation_to_json(const SimulationResult& r) {
     }
     json::array devs;
     for (const SimulatedDevice& d : p.devices) {
-      devs.push_back(json::object{{"container", d.container},
-                                  {"uuid", d.uuid},
-                                  {"type", d.type},
-                                  {"memMiB", d.mem_mib},
-                                  {"cores", d.cores}});
+      devs.push_back(json::object{
+          {"container", d.container}, {"uuid", d.uuid}, {"type", d.type}, {"memMiB", d.mem_mib}, {"cores", d.cores}});
     }
     o["devices"] = std::move(devs);
     o["message"] = p.message;

@@ -4,8 +4,8 @@
 
 #include "common/config.h"
 #include "common/result.h"
-#include "simulate/manifest.h"
 #include "scheduler/snapshot.h"
+#include "simulate/manifest.h"
 
 #include <boost/json/object.hpp>
 

@@ -74,7 +74,8 @@ Result<AdmissionRequest> decode(std::string_view body, json::storage_ptr sp) {
   json::value* request_v = root->if_contains("request");
   if (request_v == nullptr || request_v->is_null()) return make_error("missing request");
   json::object* request = request_v->if_object();
-  if (request == nullptr) return make_error(std::string("request is a JSON ") + json_kind(*request_v) + ", not an object");
+  if (request == nullptr)
+    return make_error(std::string("request is a JSON ") + json_kind(*request_v) + ", not an object");
   const json::value* uid = request->if_contains("uid");
   if (uid == nullptr || !uid->is_string() || uid->get_string().empty()) {
     return make_error(uid == nullptr ? "missing request.uid" : "missing request.uid: " + json::serialize(*uid));

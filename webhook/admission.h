@@ -15,9 +15,9 @@ namespace gpuslice::webhook {
 struct AdmissionRequest {
   std::string api_version;  ///< admission.k8s.io/v1 or admission.k8s.io/v1beta1
   std::string uid;
-  std::string kind;         ///< request.kind.kind, e.g. "Pod"
+  std::string kind;  ///< request.kind.kind, e.g. "Pod"
   std::string namespace_;
-  std::string operation;    ///< CREATE, UPDATE, ...
+  std::string operation;  ///< CREATE, UPDATE, ...
   bool dry_run = false;
   boost::json::value object;
 };
@@ -33,7 +33,7 @@ enum class ReviewOutcome { patched, allowed, skipped, denied, rejected };
 const char* outcome_name(ReviewOutcome o);
 
 struct ReviewReply {
-  int http_status = 200;   ///< 200 with an AdmissionReview, or 400 with a plain-text reason for a bad body
+  int http_status = 200;  ///< 200 with an AdmissionReview, or 400 with a plain-text reason for a bad body
   std::string content_type = "application/json";
   std::string body;
   ReviewOutcome outcome = ReviewOutcome::allowed;

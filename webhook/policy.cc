@@ -136,7 +136,8 @@ json::object env_var(std::string_view name, std::string_view value) {
 
 // Makes the container's env hold name=value: nothing when it already does, replace the entry that sets
 // it otherwise (the last one, which wins in the runtime), append when absent, create the array when missing.
-void ensure_env(Patch& patch, const ContainerRef& c, const std::vector<std::pair<std::string_view, std::string>>& want) {
+void ensure_env(Patch& patch, const ContainerRef& c,
+                const std::vector<std::pair<std::string_view, std::string>>& want) {
   if (want.empty()) return;
   const json::array* env = array_at(*c.obj, "env");
   if (env == nullptr) {
@@ -197,7 +198,8 @@ MutationResult mutate_pod(const json::object& pod, std::string_view ns, const Co
   }
 
   const json::array* containers = array_at(spec, "containers");
-  if (containers == nullptr || containers->empty()) return deny(403, "pod has no containers (spec.containers is empty)");
+  if (containers == nullptr || containers->empty())
+    return deny(403, "pod has no containers (spec.containers is empty)");
 
   auto scheduler = string_field(spec, "schedulerName", "spec.schedulerName");
   if (!scheduler.ok()) return deny(400, scheduler.message());
@@ -281,7 +283,8 @@ MutationResult mutate_pod(const json::object& pod, std::string_view ns, const Co
     }
     std::vector<std::pair<std::string_view, std::string>> env;
     if (priorities[i]) env.emplace_back(kTaskPriorityEnv, std::to_string(*priorities[i]));
-    if (wh.gpu_core_policy != "default" && !wh.gpu_core_policy.empty()) env.emplace_back(kCorePolicyEnv, wh.gpu_core_policy);
+    if (wh.gpu_core_policy != "default" && !wh.gpu_core_policy.empty())
+      env.emplace_back(kCorePolicyEnv, wh.gpu_core_policy);
     ensure_env(patch, ref, env);
   }
 

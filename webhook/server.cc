@@ -5,6 +5,8 @@
 #include "common/log.h"
 #include "common/metrics.h"
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -12,8 +14,6 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -383,15 +383,15 @@ Response route(Server::State& s, const Request& req, bool tls_listener) {
 
   if (path == "/mutate" || path == "/webhook") {
     if (!tls_listener) {
-      Response r = text_response(req, http::status::not_found, "404 page not found: " + std::string(path) +
-                                                                   " is served on the TLS port only\n");
+      Response r = text_response(req, http::status::not_found,
+                                 "404 page not found: " + std::string(path) + " is served on the TLS port only\n");
       count("other", r);
       return r;
     }
     if (req.method() != http::verb::post) {
-      Response r = text_response(req, http::status::method_not_allowed,
-                                 "405 method not allowed: " + std::string(req.method_string()) + " " +
-                                     std::string(path) + " (use POST)\n");
+      Response r = text_response(
+          req, http::status::method_not_allowed,
+          "405 method not allowed: " + std::string(req.method_string()) + " " + std::string(path) + " (use POST)\n");
       r.set(http::field::allow, "POST");
       count("review", r);
       return r;
@@ -399,9 +399,9 @@ Response route(Server::State& s, const Request& req, bool tls_listener) {
     const std::string_view ct = req[http::field::content_type];
     const std::string_view media = trim(ct.substr(0, ct.find(';')));
     if (!iequals(media, "application/json")) {
-      Response r = text_response(req, http::status::unsupported_media_type,
-                                 "415 unsupported media type: Content-Type \"" + std::string(ct) +
-                                     "\" (want application/json)\n");
+      Response r = text_response(
+          req, http::status::unsupported_media_type,
+          "415 unsupported media type: Content-Type \"" + std::string(ct) + "\" (want application/json)\n");
       count("review", r);
       return r;
     }
@@ -436,11 +436,12 @@ Response route(Server::State& s, const Request& req, bool tls_listener) {
   for (auto [prefix, checks] : {std::pair<std::string_view, HealthChecks*>{"/livez", &s.liveness},
                                 std::pair<std::string_view, HealthChecks*>{"/healthz", &s.liveness},
                                 std::pair<std::string_view, HealthChecks*>{"/readyz", &s.readiness}}) {
-    if (path == prefix || (path.size() > prefix.size() + 1 && path.substr(0, prefix.size() + 1) == std::string(prefix) + "/")) {
+    if (path == prefix ||
+        (path.size() > prefix.size() + 1 && path.substr(0, prefix.size() + 1) == std::string(prefix) + "/")) {
       if (!get) {
-        Response r = text_response(req, http::status::method_not_allowed,
-                                   "405 method not allowed: " + std::string(req.method_string()) + " " +
-                                       std::string(path) + " (use GET)\n");
+        Response r = text_response(
+            req, http::status::method_not_allowed,
+            "405 method not allowed: " + std::string(req.method_string()) + " " + std::string(path) + " (use GET)\n");
         r.set(http::field::allow, "GET, HEAD");
         count("health", r);
         return r;
@@ -454,8 +455,9 @@ Response route(Server::State& s, const Request& req, bool tls_listener) {
 
   if (path == "/metrics") {
     if (!get) {
-      Response r = text_response(req, http::status::method_not_allowed,
-                                 "405 method not allowed: " + std::string(req.method_string()) + " /metrics (use GET)\n");
+      Response r =
+          text_response(req, http::status::method_not_allowed,
+                        "405 method not allowed: " + std::string(req.method_string()) + " /metrics (use GET)\n");
       r.set(http::field::allow, "GET, HEAD");
       count("metrics", r);
       return r;
@@ -557,10 +559,11 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       lowest().expires_after(opt().idle_timeout);
       // A plain read of whatever arrives (not http::async_read_some, which keeps reading until the parser
       // makes progress, so half a header would stay under the long idle deadline).
-      stream_.async_read_some(buffer_.prepare(16 * 1024), [self = this->shared_from_this()](error_code ec, std::size_t n) {
-        self->buffer_.commit(n);
-        self->on_first_bytes(ec, n);
-      });
+      stream_.async_read_some(buffer_.prepare(16 * 1024),
+                              [self = this->shared_from_this()](error_code ec, std::size_t n) {
+                                self->buffer_.commit(n);
+                                self->on_first_bytes(ec, n);
+                              });
     } else {
       on_first_bytes({}, 0);  // a pipelined request is already buffered
     }
@@ -631,7 +634,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
                         "431 request header fields too large: the header exceeds the limit of " +
                             std::to_string(opt().max_header_bytes) + " bytes\n");
     }
-    if (ec.category() == http::make_error_code(http::error::bad_target).category() || ec == http::error::partial_message) {
+    if (ec.category() == http::make_error_code(http::error::bad_target).category() ||
+        ec == http::error::partial_message) {
       state_->m.closed.with({"http"}).inc();
       if (ec == http::error::partial_message) {
         return close_now();
@@ -754,32 +758,32 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 // State: accept loop and certificate polling
 
 void Server::State::do_accept(tcp::acceptor& acceptor, bool tls_listener) {
-  acceptor.async_accept(net::make_strand(*ioc), [this, self = shared_from_this(), &acceptor, tls_listener](
-                                                   error_code ec, tcp::socket socket) {
-    if (ec) {
-      if (ec == net::error::operation_aborted || stopping) {
-        return;
-      }
-      // EMFILE and friends: keep accepting; the client sees a closed connection.
-      log::warning("accept failed", {{"error", ec.message()}});
-    } else if (open.fetch_add(1) >= options.max_connections) {
-      open.fetch_sub(1);
-      m.closed.with({"max-connections"}).inc();
-      error_code ignored;
-      socket.close(ignored);
-    } else {
-      error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
-      if (tls_listener) {
-        std::make_shared<Session<true>>(self, std::move(socket), current_tls())->run();
-      } else {
-        std::make_shared<Session<false>>(self, std::move(socket), nullptr)->run();
-      }
-    }
-    if (!stopping) {
-      do_accept(acceptor, tls_listener);
-    }
-  });
+  acceptor.async_accept(net::make_strand(*ioc),
+                        [this, self = shared_from_this(), &acceptor, tls_listener](error_code ec, tcp::socket socket) {
+                          if (ec) {
+                            if (ec == net::error::operation_aborted || stopping) {
+                              return;
+                            }
+                            // EMFILE and friends: keep accepting; the client sees a closed connection.
+                            log::warning("accept failed", {{"error", ec.message()}});
+                          } else if (open.fetch_add(1) >= options.max_connections) {
+                            open.fetch_sub(1);
+                            m.closed.with({"max-connections"}).inc();
+                            error_code ignored;
+                            socket.close(ignored);
+                          } else {
+                            error_code ignored;
+                            socket.set_option(tcp::no_delay(true), ignored);
+                            if (tls_listener) {
+                              std::make_shared<Session<true>>(self, std::move(socket), current_tls())->run();
+                            } else {
+                              std::make_shared<Session<false>>(self, std::move(socket), nullptr)->run();
+                            }
+                          }
+                          if (!stopping) {
+                            do_accept(acceptor, tls_listener);
+                          }
+                        });
 }
 
 Status Server::State::check_certificates() {
@@ -866,15 +870,31 @@ Server::Server(ServerOptions options, ReviewHandler handler)
   });
 }
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+}
 
-HealthChecks& Server::liveness() { return state_->liveness; }
-HealthChecks& Server::readiness() { return state_->readiness; }
-uint16_t Server::port() const { return state_->tls_port; }
-uint16_t Server::health_port() const { return state_->plain_port; }
-uint64_t Server::certificate_generation() const { return state_->tls_generation.load(); }
-size_t Server::open_connections() const { return state_->open.load(); }
-Status Server::check_certificates() { return state_->check_certificates(); }
+HealthChecks& Server::liveness() {
+  return state_->liveness;
+}
+HealthChecks& Server::readiness() {
+  return state_->readiness;
+}
+uint16_t Server::port() const {
+  return state_->tls_port;
+}
+uint16_t Server::health_port() const {
+  return state_->plain_port;
+}
+uint64_t Server::certificate_generation() const {
+  return state_->tls_generation.load();
+}
+size_t Server::open_connections() const {
+  return state_->open.load();
+}
+Status Server::check_certificates() {
+  return state_->check_certificates();
+}
 
 Status Server::start() {
   auto& s = *state_;
@@ -986,8 +1006,10 @@ Status Server::start() {
       }
     });
   }
-  log::info("webhook serving", {{"address", s.options.bind_address}, {"port", int64_t(s.tls_port)},
-                                {"threads", s.options.threads}, {"healthPort", int64_t(s.plain_port)}});
+  log::info("webhook serving", {{"address", s.options.bind_address},
+                                {"port", int64_t(s.tls_port)},
+                                {"threads", s.options.threads},
+                                {"healthPort", int64_t(s.plain_port)}});
   return Status::Ok();
 }
 

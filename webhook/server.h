@@ -53,7 +53,7 @@ struct ServerOptions {
   std::chrono::milliseconds handshake_timeout{10000};
   std::chrono::milliseconds read_timeout{10000};  ///< first byte to last byte of one request
   std::chrono::milliseconds write_timeout{10000};
-  std::chrono::milliseconds idle_timeout{90000};  ///< keep-alive wait for the next request
+  std::chrono::milliseconds idle_timeout{90000};       ///< keep-alive wait for the next request
   std::chrono::milliseconds cert_poll_interval{5000};  ///< 0: no rotation polling
   std::chrono::milliseconds shutdown_grace{5000};      ///< stop(): how long in-flight requests may finish
   certs::StatFunction stat = certs::stat_file;         ///< injectable for rotation tests

@@ -4,13 +4,13 @@
 
 #include "common/base64.h"
 
-#include <catch2/catch.hpp>
 #include <openssl/bio.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
 #include <sys/stat.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <ctime>
@@ -160,8 +160,8 @@ TEST_CASE("write_bundle writes the five files, keys 0600, caBundle decodes to ca
   REQUIRE(b.ok());
   auto dir = temp_dir("write");
   REQUIRE(certs::write_bundle(*b, (dir / "nested").string()).ok());
-  std::map<std::string, mode_t> want{{"ca.crt", 0644}, {"ca.key", 0600}, {"tls.crt", 0644}, {"tls.key", 0600},
-                                     {"ca-bundle.b64", 0644}};
+  std::map<std::string, mode_t> want{
+      {"ca.crt", 0644}, {"ca.key", 0600}, {"tls.crt", 0644}, {"tls.key", 0600}, {"ca-bundle.b64", 0644}};
   for (const auto& [name, mode] : want) {
     struct stat st {};
     REQUIRE(::stat((dir / "nested" / name).c_str(), &st) == 0);

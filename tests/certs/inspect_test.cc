@@ -1,6 +1,6 @@
 // Certificate inspection (certs/inspect.h): PEM parsing, chain verification at a given time, SAN matching.
-#include "certs/certs.h"
 #include "certs/inspect.h"
+#include "certs/certs.h"
 
 #include <catch2/catch.hpp>
 

@@ -62,7 +62,8 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& log_path) {
 struct TempDir {
   std::filesystem::path path;
   explicit TempDir(const std::string& name)
-      : path(std::filesystem::temp_directory_path() / ("gpuslice-cli-test-" + name + "-" + std::to_string(::getpid()))) {
+      : path(std::filesystem::temp_directory_path() /
+             ("gpuslice-cli-test-" + name + "-" + std::to_string(::getpid()))) {
     std::filesystem::remove_all(path);
     std::filesystem::create_directories(path);
   }
@@ -109,8 +110,8 @@ TEST_CASE("cli: gpuslice certs then gpuslice serve answer an AdmissionReview thr
   const std::string pod = slurp(std::string(GPUSLICE_SOURCE_DIR) + "/tests/webhook/testdata/single.json");
   std::ofstream(dir.path / "review.json")
       << R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"cli-1",)"
-      << R"("kind":{"group":"","version":"v1","kind":"Pod"},"namespace":"team-a","operation":"CREATE","object":)"
-      << pod << "}}";
+      << R"("kind":{"group":"","version":"v1","kind":"Pod"},"namespace":"team-a","operation":"CREATE","object":)" << pod
+      << "}}";
   std::string out = run("curl -sS --max-time 20 --cacert " + pki + "/ca.crt -H 'Content-Type: application/json' " +
                             "--data-binary @" + (dir.path / "review.json").string() + " https://127.0.0.1:" + port +
                             "/mutate | python3 -c 'import sys,json,base64; r=json.load(sys.stdin)[\"response\"]; "

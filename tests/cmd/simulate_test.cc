@@ -46,7 +46,9 @@ Run gpuslice(const std::string& args) {
   return r;
 }
 
-std::string example(const std::string& rel) { return std::string(GPUSLICE_SOURCE_DIR) + "/examples/" + rel; }
+std::string example(const std::string& rel) {
+  return std::string(GPUSLICE_SOURCE_DIR) + "/examples/" + rel;
+}
 
 const json::object& pod_named(const json::value& doc, std::string_view name) {
   for (const json::value& p : doc.at("pods").as_array()) {
@@ -143,7 +145,8 @@ TEST_CASE("bad files are reported with file, document index and field", "[simula
                         "status: {allocatable: {nvidia.com/gpu: '10'}}\n";
   Run r2 = gpuslice("simulate --nodes " + reg);
   CHECK(r2.status == 2);
-  CHECK_THAT(r2.err, Contains(reg + ": document 0: node \"n\": hami.io/node-nvidia-register: devices[0].devmem: \"lots\""));
+  CHECK_THAT(r2.err,
+             Contains(reg + ": document 0: node \"n\": hami.io/node-nvidia-register: devices[0].devmem: \"lots\""));
 
   Run r3 = gpuslice("simulate --nodes " + example("tenant-a/nodes.yaml") + " -o yaml");
   CHECK(r3.status != 0);

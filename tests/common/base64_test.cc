@@ -30,9 +30,9 @@ TEST_CASE("base64 ignores line breaks as in wrapped PEM data") {
 }
 
 TEST_CASE("base64 rejects invalid input") {
-  CHECK_FALSE(base64_decode("Zm9").has_value());     // truncated
-  CHECK_FALSE(base64_decode("Zm9v!").has_value());   // bad character
-  CHECK_FALSE(base64_decode("Zg==Zg==").has_value()); // data after padding
-  CHECK_FALSE(base64_decode("Z===").has_value());    // too much padding
-  CHECK_FALSE(base64_decode("Zh==").has_value());    // non-canonical trailing bits
+  CHECK_FALSE(base64_decode("Zm9").has_value());       // truncated
+  CHECK_FALSE(base64_decode("Zm9v!").has_value());     // bad character
+  CHECK_FALSE(base64_decode("Zg==Zg==").has_value());  // data after padding
+  CHECK_FALSE(base64_decode("Z===").has_value());      // too much padding
+  CHECK_FALSE(base64_decode("Zh==").has_value());      // non-canonical trailing bits
 }

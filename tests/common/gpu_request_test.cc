@@ -42,7 +42,8 @@ TEST_CASE("requests are read where limits are absent") {
 }
 
 TEST_CASE("bad values name the container, resource and value") {
-  auto r = extract_gpu_request(pod(R"([{"name":"c","resources":{"limits":{"nvidia.com/gpumem":"1.5"}}}])"), DeviceConfig{});
+  auto r =
+      extract_gpu_request(pod(R"([{"name":"c","resources":{"limits":{"nvidia.com/gpumem":"1.5"}}}])"), DeviceConfig{});
   REQUIRE_FALSE(r.ok());
   CHECK(r.message() == "container \"c\": nvidia.com/gpumem: \"1.5\" is not a whole number");
   auto p = extract_gpu_request(pod(R"([{"name":"c","resources":{"limits":{"nvidia.com/gpumem-percentage":"101"}}}])"),

@@ -1,7 +1,7 @@
 // The decisions of `gpuslice doctor`: error mapping, each check's verdict, the report format.
+#include "doctor/diagnose.h"
 #include "certs/certs.h"
 #include "common/base64.h"
-#include "doctor/diagnose.h"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -18,12 +18,15 @@ namespace {
 
 constexpr int64_t kNow = 1796000000;  // 2026-11-30, an arbitrary fixed "now"
 
-json::object obj(std::string_view text) { return json::parse(text).as_object(); }
+json::object obj(std::string_view text) {
+  return json::parse(text).as_object();
+}
 
 json::object webhook_config(std::string_view client_config) {
   return obj(std::string(R"({"apiVersion":"admissionregistration.k8s.io/v1","kind":"MutatingWebhookConfiguration",
     "metadata":{"name":"gpuslice"},"webhooks":[{"name":"mutate.gpuslice.io","failurePolicy":"Ignore",
-    "timeoutSeconds":5,"clientConfig":)") + std::string(client_config) + "}]}");
+    "timeoutSeconds":5,"clientConfig":)") +
+             std::string(client_config) + "}]}");
 }
 
 json::object service_config(std::string_view ca_b64, int port = 9443) {
@@ -83,10 +86,11 @@ TEST_CASE("admission errors map to named causes", "[doctor][diagnose]") {
   auto cause_of = [&](int code, std::string reason, std::string msg) {
     return diagnose_admission_error(ApiFailure{code, std::move(reason), std::move(msg)}, names).cause;
   };
-  CHECK_THAT(cause_of(500, "InternalError",
-                      "Internal error occurred: failed calling webhook \"mutate.gpuslice.io\": failed to call webhook: "
-                      "Post \"https://gpuslice-webhook.gpuslice-system.svc:9443/mutate?timeout=5s\": No agent available"),
-             Contains("Konnectivity agent not connected"));
+  CHECK_THAT(
+      cause_of(500, "InternalError",
+               "Internal error occurred: failed calling webhook \"mutate.gpuslice.io\": failed to call webhook: "
+               "Post \"https://gpuslice-webhook.gpuslice-system.svc:9443/mutate?timeout=5s\": No agent available"),
+      Contains("Konnectivity agent not connected"));
   CHECK_THAT(cause_of(500, "InternalError",
                       "failed calling webhook: tls: failed to verify certificate: x509: certificate signed by unknown "
                       "authority"),
@@ -145,9 +149,9 @@ TEST_CASE("webhook-config: present, service-referenced, caBundle, Service port",
     CHECK_THAT(r.cause, Contains("not valid base64"));
   }
   SECTION("url mode bypasses the tunnel") {
-    auto r = check_webhook_config(
-        webhook_config(R"({"url":"https://127.0.0.1:9443/mutate","caBundle":")" + ca_b64 + "\"}"), std::nullopt,
-        names, ref);
+    auto r =
+        check_webhook_config(webhook_config(R"({"url":"https://127.0.0.1:9443/mutate","caBundle":")" + ca_b64 + "\"}"),
+                             std::nullopt, names, ref);
     CHECK(r.verdict == Verdict::fail);
     CHECK_THAT(r.cause, Contains("bypasses the Konnectivity tunnel"));
   }
@@ -224,8 +228,8 @@ TEST_CASE("tls.crt from a kubernetes.io/tls Secret", "[doctor][tls]") {
 }
 
 TEST_CASE("tunnel: No agent available fails, a dial from the worker side passes", "[doctor][tunnel]") {
-  auto down = check_tunnel("a-worker-0", ApiFailure{500, "InternalError",
-                                                    "error trying to reach service: No agent available"});
+  auto down =
+      check_tunnel("a-worker-0", ApiFailure{500, "InternalError", "error trying to reach service: No agent available"});
   CHECK(down.verdict == Verdict::fail);
   CHECK_THAT(down.cause, Contains("Konnectivity agent not connected"));
   auto up = check_tunnel("a-worker-0", ApiFailure{503, "ServiceUnavailable",
@@ -412,8 +416,7 @@ TEST_CASE("correlate: a guard refusal is blamed on the tunnel or on gpuslice", "
   }
   SECTION("tunnel up, gpuslice down") {
     std::vector<CheckResult> checks{
-        check_tunnel("n", ApiFailure{503, "ServiceUnavailable", "dial tcp 10.244.0.1:10250: connect: refused"}),
-        guard};
+        check_tunnel("n", ApiFailure{503, "ServiceUnavailable", "dial tcp 10.244.0.1:10250: connect: refused"}), guard};
     correlate(checks);
     CHECK(checks[1].cause_id == "webhook-down");
     CHECK_THAT(checks[1].cause, Contains("gpuslice is not running"));
@@ -423,8 +426,7 @@ TEST_CASE("correlate: a guard refusal is blamed on the tunnel or on gpuslice", "
     auto other = bundle_for("gpuslice-webhook");
     std::vector<CheckResult> checks{
         check_serving_cert(ref_with_ca(other.ca_cert_pem), good.cert_pem, "test", kNow),
-        check_tunnel("n", ApiFailure{503, "ServiceUnavailable", "dial tcp 10.244.0.1:10250: connect: refused"}),
-        guard};
+        check_tunnel("n", ApiFailure{503, "ServiceUnavailable", "dial tcp 10.244.0.1:10250: connect: refused"}), guard};
     correlate(checks);
     CHECK(checks[2].cause_id == "ca-bundle-mismatch");
     CHECK_THAT(checks[2].cause, Contains("held back"));

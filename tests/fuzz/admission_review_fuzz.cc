@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (reply.http_status != 200) {
     if (reply.http_status != 400) fail("unexpected HTTP status", std::to_string(reply.http_status) + " " + reply.body);
     if (reply.outcome != ReviewOutcome::rejected) fail("a 400 that is not rejected", reply.body);
-    if (reply.body.size() < 2 || reply.content_type.rfind("text/plain", 0) != 0) fail("400 without a reason", reply.body);
+    if (reply.body.size() < 2 || reply.content_type.rfind("text/plain", 0) != 0)
+      fail("400 without a reason", reply.body);
     return 0;
   }
   auto req = decode_admission_review(body);

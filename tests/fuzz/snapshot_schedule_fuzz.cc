@@ -33,11 +33,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     lines.emplace_back();
   }
   Snapshot snap;
-  json::object node{{"kind", "Node"},
-                    {"metadata",
-                     {{"name", "n"},
-                      {"annotations", {{"hami.io/node-nvidia-register", lines[0]}, {"hami.io/device-cordon", lines[1]}}}}},
-                    {"status", {{"allocatable", {{"cpu", "64"}, {"memory", "1Ti"}, {"pods", "500"}, {"nvidia.com/gpu", "80"}}}}}};
+  json::object node{
+      {"kind", "Node"},
+      {"metadata",
+       {{"name", "n"},
+        {"annotations", {{"hami.io/node-nvidia-register", lines[0]}, {"hami.io/device-cordon", lines[1]}}}}},
+      {"status", {{"allocatable", {{"cpu", "64"}, {"memory", "1Ti"}, {"pods", "500"}, {"nvidia.com/gpu", "80"}}}}}};
   (void)snap.upsert_node(node);
   for (size_t i = 2; i + 1 < lines.size(); ++i) {
     json::object pod{{"kind", "Pod"},
@@ -48,10 +49,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                      {"spec", {{"nodeName", "n"}, {"containers", json::array{json::object{{"name", "c"}}}}}}};
     (void)snap.upsert_pod(pod);
   }
-  json::object pod{{"kind", "Pod"},
-                   {"metadata", {{"name", "new"}, {"namespace", "default"},
-                                 {"annotations", {{"gpuslice.io/gpu-request", lines.back()}}}}},
-                   {"spec", {{"containers", json::array{json::object{{"name", "c"}}}}}}};
+  json::object pod{
+      {"kind", "Pod"},
+      {"metadata",
+       {{"name", "new"}, {"namespace", "default"}, {"annotations", {{"gpuslice.io/gpu-request", lines.back()}}}}},
+      {"spec", {{"containers", json::array{json::object{{"name", "c"}}}}}}};
   auto info = parse_pod(pod, snap.devices());
   if (info.ok()) {
     Decision d = schedule(snap, info.value(), ScheduleOptions{});

@@ -4,16 +4,16 @@
 #include "tests/kube/test_pki.h"
 #include "tests/kube/test_server.h"
 
+#include <fmt/format.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/ssl/error.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <catch2/catch.hpp>
-#include <fmt/format.h>
 
 // Never co_await inside REQUIRE: Catch2 v2 wraps the expression in __builtin_constant_p, and g++-12
 // evaluates a co_await there, running the request twice.
@@ -49,7 +49,9 @@ std::shared_ptr<Client> make_client(asio::io_context& io, RestConfig rc, ClientO
   return *c;
 }
 
-Reply ok_json(const std::string& body, int status = 200) { return Reply{{http_response(status, body)}}; }
+Reply ok_json(const std::string& body, int status = 200) {
+  return Reply{{http_response(status, body)}};
+}
 
 awaitable<void> sleep_for(std::chrono::milliseconds d) {
   asio::steady_timer t(co_await asio::this_coro::executor);
@@ -58,8 +60,9 @@ awaitable<void> sleep_for(std::chrono::milliseconds d) {
 }
 
 std::string event_line(const std::string& type, const std::string& name, const std::string& rv) {
-  return fmt::format(R"({{"type":"{}","object":{{"kind":"Pod","apiVersion":"v1","metadata":{{"name":"{}","namespace":"ns","resourceVersion":"{}"}}}}}})",
-                     type, name, rv) +
+  return fmt::format(
+             R"({{"type":"{}","object":{{"kind":"Pod","apiVersion":"v1","metadata":{{"name":"{}","namespace":"ns","resourceVersion":"{}"}}}}}})",
+             type, name, rv) +
          "\n";
 }
 
@@ -92,7 +95,8 @@ struct TempFile {
 TEST_CASE("client GET: object decoded, headers sent, keep-alive connection reused") {
   asio::io_context io;
   TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [](const Recorded& r) {
-    return ok_json(fmt::format(R"({{"kind":"Pod","metadata":{{"name":"p","resourceVersion":"7"}},"seen":"{}"}})", r.target));
+    return ok_json(
+        fmt::format(R"({{"kind":"Pod","metadata":{{"name":"p","resourceVersion":"7"}},"seen":"{}"}})", r.target));
   });
   auto client = make_client(io, config_for(server));
   run_test(io, [&]() -> awaitable<void> {
@@ -218,8 +222,9 @@ TEST_CASE("client certificate authentication") {
 
 TEST_CASE("every request has a deadline") {
   asio::io_context io;
-  TestServer server(io, pki().server.cert_pem, pki().server.key_pem,
-                    [](const Recorded&) { return Reply{{}, 0ms, false, true}; });  // never answers
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [](const Recorded&) {
+    return Reply{{}, 0ms, false, true};
+  });  // never answers
   ClientOptions opts;
   opts.timeout = 300ms;
   auto client = make_client(io, config_for(server), opts);
@@ -238,9 +243,8 @@ TEST_CASE("every request has a deadline") {
 
 TEST_CASE("response body limit") {
   asio::io_context io;
-  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [](const Recorded&) {
-    return ok_json("{\"pad\":\"" + std::string(5000, 'x') + "\"}");
-  });
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem,
+                    [](const Recorded&) { return ok_json("{\"pad\":\"" + std::string(5000, 'x') + "\"}"); });
   ClientOptions opts;
   opts.max_response_bytes = 4096;
   auto client = make_client(io, config_for(server), opts);
@@ -374,12 +378,14 @@ TEST_CASE("list follows continue tokens, a 410 on a continue token restarts once
       return ok_json(status_body(410, "Expired", "The provided continue parameter is too old"), 410);
     }
     if (r.target.find("continue=c1") != std::string::npos) {
-      return ok_json(R"({"kind":"PodList","metadata":{"resourceVersion":"100","continue":"c2"},"items":[{"metadata":{"name":"b"}}]})");
+      return ok_json(
+          R"({"kind":"PodList","metadata":{"resourceVersion":"100","continue":"c2"},"items":[{"metadata":{"name":"b"}}]})");
     }
     if (r.target.find("continue=c2") != std::string::npos) {
       return ok_json(R"({"kind":"PodList","metadata":{"resourceVersion":"100"},"items":[{"metadata":{"name":"c"}}]})");
     }
-    return ok_json(R"({"kind":"PodList","metadata":{"resourceVersion":"100","continue":"c1"},"items":[{"metadata":{"name":"a"}}]})");
+    return ok_json(
+        R"({"kind":"PodList","metadata":{"resourceVersion":"100","continue":"c1"},"items":[{"metadata":{"name":"a"}}]})");
   });
   auto client = make_client(io, config_for(server));
   run_test(io, [&]() -> awaitable<void> {
@@ -400,13 +406,12 @@ TEST_CASE("list follows continue tokens, a 410 on a continue token restarts once
   for (const auto& r : server.requests()) {
     targets.push_back(r.target);
   }
-  REQUIRE(targets == std::vector<std::string>{
-                         "/api/v1/pods?labelSelector=app%3Dx&limit=1",
-                         "/api/v1/pods?labelSelector=app%3Dx&limit=1&continue=c1",
-                         "/api/v1/pods?labelSelector=app%3Dx&limit=1&continue=c2",  // 410
-                         "/api/v1/pods?labelSelector=app%3Dx&limit=1",
-                         "/api/v1/pods?labelSelector=app%3Dx&limit=1&continue=c1",
-                         "/api/v1/pods?labelSelector=app%3Dx&limit=1&continue=c2"});
+  REQUIRE(targets == std::vector<std::string>{"/api/v1/pods?labelSelector=app%3Dx&limit=1",
+                                              "/api/v1/pods?labelSelector=app%3Dx&limit=1&continue=c1",
+                                              "/api/v1/pods?labelSelector=app%3Dx&limit=1&continue=c2",  // 410
+                                              "/api/v1/pods?labelSelector=app%3Dx&limit=1",
+                                              "/api/v1/pods?labelSelector=app%3Dx&limit=1&continue=c1",
+                                              "/api/v1/pods?labelSelector=app%3Dx&limit=1&continue=c2"});
 }
 
 TEST_CASE("watch: chunked stream split at awkward points, events in order, RV tracked") {
@@ -421,8 +426,9 @@ TEST_CASE("watch: chunked stream split at awkward points, events in order, RV tr
       for (std::size_t i = 3; i < raw.size(); i += 13) {
         cuts.push_back(i);
       }
-      TestServer server(io, pki().server.cert_pem, pki().server.key_pem,
-                        [&](const Recorded&) { return Reply{split_at(raw, cuts), 1ms}; });
+      TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [&](const Recorded&) {
+        return Reply{split_at(raw, cuts), 1ms};
+      });
       auto client = make_client(io, config_for(server));
       run_test(io, [&]() -> awaitable<void> {
         std::vector<std::string> seen;
@@ -524,11 +530,14 @@ TEST_CASE("watch: an over-long line, a bad line, a handler stop, and cancellatio
     REQUIRE(stop->events == 1);
 
     auto cancel = std::make_shared<Cancellation>();
-    auto held = co_await client->watch("/held", defaults, [&](WatchEvent&) {
-      // Cancel from inside the executor after the first event (as Reflector::stop() would).
-      asio::post(client->get_executor(), [cancel] { cancel->cancel(); });
-      return true;
-    }, cancel);
+    auto held = co_await client->watch(
+        "/held", defaults,
+        [&](WatchEvent&) {
+          // Cancel from inside the executor after the first event (as Reflector::stop() would).
+          asio::post(client->get_executor(), [cancel] { cancel->cancel(); });
+          return true;
+        },
+        cancel);
     REQUIRE(held);
     REQUIRE(held->end == WatchEnd::cancelled);
     REQUIRE(held->last_resource_version == "1");
@@ -563,7 +572,8 @@ TEST_CASE("typed helpers: binding, pod status, events, leases") {
         body["metadata"].as_object()["resourceVersion"] = "6";
         return ok_json(json::serialize(body));
       }
-      return ok_json(R"({"kind":"Lease","metadata":{"name":"l","namespace":"kube-system","resourceVersion":"5"},"spec":{"holderIdentity":"a","leaseDurationSeconds":15,"renewTime":"2026-11-30T08:00:00.000000Z"}})");
+      return ok_json(
+          R"({"kind":"Lease","metadata":{"name":"l","namespace":"kube-system","resourceVersion":"5"},"spec":{"holderIdentity":"a","leaseDurationSeconds":15,"renewTime":"2026-11-30T08:00:00.000000Z"}})");
     }
     return ok_json("{}", 404);
   });
@@ -621,8 +631,9 @@ TEST_CASE("typed helpers: binding, pod status, events, leases") {
   const auto& reqs = server.requests();
   REQUIRE(reqs[0].method == "POST");
   REQUIRE(reqs[0].target == "/api/v1/namespaces/ns/pods/p/binding");
-  REQUIRE(reqs[0].body ==
-          R"({"apiVersion":"v1","kind":"Binding","metadata":{"name":"p","namespace":"ns","uid":"uid-1"},"target":{"apiVersion":"v1","kind":"Node","name":"node-1"}})");
+  REQUIRE(
+      reqs[0].body ==
+      R"({"apiVersion":"v1","kind":"Binding","metadata":{"name":"p","namespace":"ns","uid":"uid-1"},"target":{"apiVersion":"v1","kind":"Node","name":"node-1"}})");
   REQUIRE(reqs[2].method == "PATCH");
   REQUIRE(reqs[2].target == "/api/v1/namespaces/ns/pods/p/status");
   REQUIRE(reqs[2].headers.at("content-type") == "application/strategic-merge-patch+json");
@@ -640,11 +651,13 @@ TEST_CASE("patch types and fieldManager") {
   auto client = make_client(io, config_for(server));
   run_test(io, [&]() -> awaitable<void> {
     {
-      auto ok_8 = co_await client->patch("/api/v1/namespaces/ns/pods/p", PatchType::json, R"([{"op":"add","path":"/x","value":1}])");
+      auto ok_8 = co_await client->patch("/api/v1/namespaces/ns/pods/p", PatchType::json,
+                                         R"([{"op":"add","path":"/x","value":1}])");
       REQUIRE(ok_8);
     }
     {
-      auto ok_9 = co_await client->patch("/api/v1/namespaces/ns/pods/p", PatchType::merge, R"({"metadata":{"resourceVersion":"3"}})");
+      auto ok_9 = co_await client->patch("/api/v1/namespaces/ns/pods/p", PatchType::merge,
+                                         R"({"metadata":{"resourceVersion":"3"}})");
       REQUIRE(ok_9);
     }
     {
@@ -666,9 +679,11 @@ TEST_CASE("reflector: list, watch, resume from the last RV, relist on 410, stop"
     if (r.target.find("watch=1") == std::string::npos) {
       ++lists;
       if (lists == 1) {
-        return ok_json(R"({"kind":"PodList","metadata":{"resourceVersion":"10"},"items":[{"metadata":{"name":"a","resourceVersion":"9"}}]})");
+        return ok_json(
+            R"({"kind":"PodList","metadata":{"resourceVersion":"10"},"items":[{"metadata":{"name":"a","resourceVersion":"9"}}]})");
       }
-      return ok_json(R"({"kind":"PodList","metadata":{"resourceVersion":"20"},"items":[{"metadata":{"name":"a","resourceVersion":"9"}},{"metadata":{"name":"b","resourceVersion":"19"}}]})");
+      return ok_json(
+          R"({"kind":"PodList","metadata":{"resourceVersion":"20"},"items":[{"metadata":{"name":"a","resourceVersion":"9"}},{"metadata":{"name":"b","resourceVersion":"19"}}]})");
     }
     if (r.target.find("resourceVersion=10&") != std::string::npos) {
       // Ends normally after an event and a bookmark: resume from 12.
@@ -676,7 +691,9 @@ TEST_CASE("reflector: list, watch, resume from the last RV, relist on 410, stop"
     }
     if (r.target.find("resourceVersion=12&") != std::string::npos) {
       return Reply{{chunked_stream(
-          R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}})" "\n", 50)}};
+          R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}})"
+          "\n",
+          50)}};
     }
     Reply hold{{chunked_stream(event_line("MODIFIED", "b", "21"), 5, false)}};
     hold.hold = true;
@@ -711,8 +728,8 @@ TEST_CASE("reflector: list, watch, resume from the last RV, relist on 410, stop"
     }
     REQUIRE(done);
   });
-  REQUIRE(seen == std::vector<std::string>{"RELISTED:1@10", "ADDED:c@11", "BOOKMARK:@12", "RELISTED:2@20",
-                                           "MODIFIED:b@21"});
+  REQUIRE(seen ==
+          std::vector<std::string>{"RELISTED:1@10", "ADDED:c@11", "BOOKMARK:@12", "RELISTED:2@20", "MODIFIED:b@21"});
   REQUIRE(reflector.relists() == 2);
   REQUIRE(reflector.watches() == 3);
   REQUIRE(reflector.last_resource_version() == "21");
@@ -721,12 +738,13 @@ TEST_CASE("reflector: list, watch, resume from the last RV, relist on 410, stop"
     targets.push_back(r.target);
   }
   const std::string fs = "fieldSelector=spec.schedulerName%3Dgpuslice-scheduler";
-  REQUIRE(targets == std::vector<std::string>{
-                         "/api/v1/pods?" + fs + "&limit=500",
-                         "/api/v1/pods?watch=1&" + fs + "&resourceVersion=10&allowWatchBookmarks=true&timeoutSeconds=100",
-                         "/api/v1/pods?watch=1&" + fs + "&resourceVersion=12&allowWatchBookmarks=true&timeoutSeconds=100",
-                         "/api/v1/pods?" + fs + "&limit=500",
-                         "/api/v1/pods?watch=1&" + fs + "&resourceVersion=20&allowWatchBookmarks=true&timeoutSeconds=100"});
+  REQUIRE(targets ==
+          std::vector<std::string>{
+              "/api/v1/pods?" + fs + "&limit=500",
+              "/api/v1/pods?watch=1&" + fs + "&resourceVersion=10&allowWatchBookmarks=true&timeoutSeconds=100",
+              "/api/v1/pods?watch=1&" + fs + "&resourceVersion=12&allowWatchBookmarks=true&timeoutSeconds=100",
+              "/api/v1/pods?" + fs + "&limit=500",
+              "/api/v1/pods?watch=1&" + fs + "&resourceVersion=20&allowWatchBookmarks=true&timeoutSeconds=100"});
 }
 
 TEST_CASE("reflector retries a failing list with backoff") {

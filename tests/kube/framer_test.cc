@@ -61,7 +61,7 @@ TEST_CASE("framer enforces the line cap and stays failed") {
   LineFramer f(4);
   std::vector<std::string> lines;
   auto on_line = [&](std::string_view l) { lines.emplace_back(l); };
-  REQUIRE(f.feed("abcd\n", on_line));  // exactly the cap
+  REQUIRE(f.feed("abcd\n", on_line));    // exactly the cap
   REQUIRE(f.feed("abcd\r\n", on_line));  // CR does not count
   auto s = f.feed("abcde\n", on_line);
   REQUIRE_FALSE(s);

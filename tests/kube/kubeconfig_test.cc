@@ -1,7 +1,7 @@
 // kubeconfig and in-cluster configuration, and the Authenticator (token file, exec plugin).
+#include "kube/kubeconfig.h"
 #include "common/base64.h"
 #include "kube/auth.h"
-#include "kube/kubeconfig.h"
 
 #include <catch2/catch.hpp>
 
@@ -118,17 +118,21 @@ TEST_CASE("kubeconfig: load_kubeconfig reads the PEM files") {
 }
 
 TEST_CASE("kubeconfig: *-data fields, token and tokenFile") {
-  const std::string text = "clusters:\n- name: c\n  cluster:\n    server: https://k:6443\n"
-                           "    certificate-authority-data: " + gpuslice::base64_encode("CA") + "\n"
-                           "users:\n"
-                           "- name: d\n  user:\n    client-certificate-data: " + gpuslice::base64_encode("C") +
-                           "\n    client-key-data: " + gpuslice::base64_encode("K") + "\n"
-                           "- name: t\n  user: {token: abc.def}\n"
-                           "- name: tf\n  user: {tokenFile: secrets/token}\n"
-                           "contexts:\n- {name: d, context: {cluster: c, user: d}}\n"
-                           "- {name: t, context: {cluster: c, user: t}}\n"
-                           "- {name: tf, context: {cluster: c, user: tf}}\n"
-                           "- {name: anon, context: {cluster: c}}\n";
+  const std::string text =
+      "clusters:\n- name: c\n  cluster:\n    server: https://k:6443\n"
+      "    certificate-authority-data: " +
+      gpuslice::base64_encode("CA") +
+      "\n"
+      "users:\n"
+      "- name: d\n  user:\n    client-certificate-data: " +
+      gpuslice::base64_encode("C") + "\n    client-key-data: " + gpuslice::base64_encode("K") +
+      "\n"
+      "- name: t\n  user: {token: abc.def}\n"
+      "- name: tf\n  user: {tokenFile: secrets/token}\n"
+      "contexts:\n- {name: d, context: {cluster: c, user: d}}\n"
+      "- {name: t, context: {cluster: c, user: t}}\n"
+      "- {name: tf, context: {cluster: c, user: tf}}\n"
+      "- {name: anon, context: {cluster: c}}\n";
   auto f = parse_kubeconfig(text, "/home/u/.kube");
   REQUIRE(f);
   auto d = select_context(*f, "d");
@@ -234,8 +238,8 @@ contexts:
   auto proxy = parse_kubeconfig("clusters: [{name: c, cluster: {server: x, proxy-url: 'http://p:3128'}}]", "/");
   REQUIRE_FALSE(proxy);
   REQUIRE(proxy.message().find("proxy-url") != std::string::npos);
-  auto noserver = parse_kubeconfig("clusters: [{name: c, cluster: {}}]\ncontexts: [{name: x, context: {cluster: c}}]",
-                                   "/");
+  auto noserver =
+      parse_kubeconfig("clusters: [{name: c, cluster: {}}]\ncontexts: [{name: x, context: {cluster: c}}]", "/");
   REQUIRE(noserver);
   auto ns = select_context(*noserver, "x");
   REQUIRE_FALSE(ns);
@@ -376,8 +380,10 @@ users:
       args: [arg1]
       interactiveMode: Never
       env:
-      - {name: COUNT_FILE, value: ")" + (dir.path / "count").string() + R"("}
-      - {name: INFO_FILE, value: ")" + (dir.path / "info").string() + R"("}
+      - {name: COUNT_FILE, value: ")" +
+                                 (dir.path / "count").string() + R"("}
+      - {name: INFO_FILE, value: ")" +
+                                 (dir.path / "info").string() + R"("}
 contexts: [{name: e, context: {cluster: c, user: e}}]
 current-context: e
 )";
@@ -391,7 +397,8 @@ current-context: e
   opts.wall_now = [&] { return wall; };
   Authenticator auth(*rc, env_with({}), opts);
   REQUIRE(auth.bearer_token().value() == "tok-arg1-1");
-  REQUIRE(dir.read("info") == R"({"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{"interactive":false}})");
+  REQUIRE(dir.read("info") ==
+          R"({"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{"interactive":false}})");
   REQUIRE(auth.bearer_token().value() == "tok-arg1-1");  // cached
   REQUIRE(auth.exec_runs() == 1);
   wall += 3595s;  // within the 10 s margin of expiry
@@ -437,10 +444,14 @@ TEST_CASE("ExecCredential parsing") {
       R"({"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","status":{"token":"t"}})", v1);
   REQUIRE_FALSE(wrong_version);
   REQUIRE(wrong_version.message().find("v1beta1") != std::string::npos);
-  REQUIRE_FALSE(parse_exec_credential(R"({"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{}})", v1));
-  REQUIRE_FALSE(parse_exec_credential(R"({"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientCertificateData":"C"}})", v1));
+  REQUIRE_FALSE(parse_exec_credential(
+      R"({"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{}})", v1));
+  REQUIRE_FALSE(parse_exec_credential(
+      R"({"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientCertificateData":"C"}})",
+      v1));
   auto bad_time = parse_exec_credential(
-      R"({"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"t","expirationTimestamp":"soon"}})", v1);
+      R"({"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"t","expirationTimestamp":"soon"}})",
+      v1);
   REQUIRE_FALSE(bad_time);
   REQUIRE(bad_time.message().find("expirationTimestamp") != std::string::npos);
   REQUIRE_FALSE(parse_exec_credential("not json", v1));

@@ -1,5 +1,5 @@
-#include "kube/auth.h"
 #include "kube/objects.h"
+#include "kube/auth.h"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -17,7 +17,8 @@ system_clock::time_point at(int64_t unix_seconds, int64_t micros = 0) {
 
 TEST_CASE("Status errors are decoded from the body, or synthesized from the HTTP status") {
   auto e = decode_status_error(
-      409, R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"leases.coordination.k8s.io \"x\" already exists","reason":"AlreadyExists","code":409})");
+      409,
+      R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"leases.coordination.k8s.io \"x\" already exists","reason":"AlreadyExists","code":409})");
   REQUIRE(e.code == 409);
   REQUIRE(e.reason == "AlreadyExists");
   REQUIRE(e.is_already_exists());
@@ -36,13 +37,15 @@ TEST_CASE("Status errors are decoded from the body, or synthesized from the HTTP
   REQUIRE(empty.reason == "NotFound");
   REQUIRE_FALSE(empty.is_retriable());
 
-  auto gone = decode_status_error(410, R"j({"kind":"Status","code":410,"reason":"Expired","message":"too old resource version: 1 (5)"})j");
+  auto gone = decode_status_error(
+      410, R"j({"kind":"Status","code":410,"reason":"Expired","message":"too old resource version: 1 (5)"})j");
   REQUIRE(gone.is_gone());
   REQUIRE(gone.reason == "Expired");
 }
 
 TEST_CASE("watch events decode with their resourceVersion, ERROR carries the Status") {
-  auto ev = decode_watch_event(R"({"type":"MODIFIED","object":{"kind":"Pod","metadata":{"name":"p","resourceVersion":"77"}}})");
+  auto ev = decode_watch_event(
+      R"({"type":"MODIFIED","object":{"kind":"Pod","metadata":{"name":"p","resourceVersion":"77"}}})");
   REQUIRE(ev);
   REQUIRE(ev->type == WatchEventType::modified);
   REQUIRE(ev->resource_version == "77");
@@ -113,14 +116,16 @@ TEST_CASE("MicroTime and Time formatting, RFC 3339 parsing") {
 
 TEST_CASE("binding and PodScheduled condition patch") {
   auto b = make_binding("ns", "pod-a", "node-1", "uid-9");
-  REQUIRE(json::serialize(b) ==
-          R"({"apiVersion":"v1","kind":"Binding","metadata":{"name":"pod-a","namespace":"ns","uid":"uid-9"},"target":{"apiVersion":"v1","kind":"Node","name":"node-1"}})");
+  REQUIRE(
+      json::serialize(b) ==
+      R"({"apiVersion":"v1","kind":"Binding","metadata":{"name":"pod-a","namespace":"ns","uid":"uid-9"},"target":{"apiVersion":"v1","kind":"Node","name":"node-1"}})");
   PodCondition c;
   c.reason = "Unschedulable";
   c.message = "0/3 nodes: CardInsufficientCore";
   c.last_transition_time = at(1796083200);
-  REQUIRE(json::serialize(make_pod_condition_patch(c)) ==
-          R"({"status":{"conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable","message":"0/3 nodes: CardInsufficientCore","lastTransitionTime":"2026-12-01T00:00:00Z"}]}})");
+  REQUIRE(
+      json::serialize(make_pod_condition_patch(c)) ==
+      R"({"status":{"conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable","message":"0/3 nodes: CardInsufficientCore","lastTransitionTime":"2026-12-01T00:00:00Z"}]}})");
 }
 
 TEST_CASE("events.k8s.io/v1 Event: MicroTime, generated name, truncation") {

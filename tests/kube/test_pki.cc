@@ -66,8 +66,7 @@ X509Ptr make_cert(EVP_PKEY* key, const std::string& cn, const std::string& org, 
   X509_set_pubkey(c.get(), key);
   X509_NAME* name = X509_get_subject_name(c.get());
   if (!org.empty()) {
-    X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(org.c_str()), -1, -1,
-                               0);
+    X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(org.c_str()), -1, -1, 0);
   }
   X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
   X509* iss = issuer != nullptr ? issuer : c.get();
@@ -98,12 +97,12 @@ TestPki make_pki(const std::vector<std::string>& server_sans) {
   auto ca = make_cert(ca_key.get(), "test-ca", "", nullptr, nullptr, true, "", {}, 1);
   pki.ca = {cert_pem(ca.get()), key_pem(ca_key.get())};
   auto server_key = gen_key();
-  auto server = make_cert(server_key.get(), "test-server", "", ca.get(), ca_key.get(), false, "serverAuth",
-                          server_sans, 2);
+  auto server =
+      make_cert(server_key.get(), "test-server", "", ca.get(), ca_key.get(), false, "serverAuth", server_sans, 2);
   pki.server = {cert_pem(server.get()), key_pem(server_key.get())};
   auto client_key = gen_key();
-  auto client = make_cert(client_key.get(), "test-client", "system:masters", ca.get(), ca_key.get(), false,
-                          "clientAuth", {}, 3);
+  auto client =
+      make_cert(client_key.get(), "test-client", "system:masters", ca.get(), ca_key.get(), false, "clientAuth", {}, 3);
   pki.client = {cert_pem(client.get()), key_pem(client_key.get())};
   return pki;
 }

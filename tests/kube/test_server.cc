@@ -1,5 +1,6 @@
 #include "tests/kube/test_server.h"
 
+#include <fmt/format.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -8,7 +9,6 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
@@ -32,12 +32,17 @@ std::string chunked_head(int status) {
   return fmt::format("HTTP/1.1 {} X\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n", status);
 }
 
-std::string chunk(const std::string& data) { return fmt::format("{:x}\r\n{}\r\n", data.size(), data); }
-std::string last_chunk() { return "0\r\n\r\n"; }
+std::string chunk(const std::string& data) {
+  return fmt::format("{:x}\r\n{}\r\n", data.size(), data);
+}
+std::string last_chunk() {
+  return "0\r\n\r\n";
+}
 
 std::string status_body(int code, const std::string& reason, const std::string& message) {
-  return fmt::format(R"({{"kind":"Status","apiVersion":"v1","status":"Failure","code":{},"reason":"{}","message":"{}"}})",
-                     code, reason, message);
+  return fmt::format(
+      R"({{"kind":"Status","apiVersion":"v1","status":"Failure","code":{},"reason":"{}","message":"{}"}})", code,
+      reason, message);
 }
 
 std::vector<std::string> split_at(const std::string& bytes, const std::vector<std::size_t>& offsets) {

@@ -3,10 +3,10 @@
 // request is answered by the handler with raw bytes (so tests control chunking and TCP write boundaries),
 // written as separate writes.
 
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
-#include <boost/asio/awaitable.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -27,10 +27,10 @@ struct Recorded {
 };
 
 struct Reply {
-  std::vector<std::string> writes;  ///< raw bytes, each written separately
+  std::vector<std::string> writes;     ///< raw bytes, each written separately
   std::chrono::milliseconds pause{0};  ///< between writes
-  bool close = false;  ///< close the connection after the writes
-  bool hold = false;   ///< after the writes, keep the connection open without reading until the client closes
+  bool close = false;                  ///< close the connection after the writes
+  bool hold = false;  ///< after the writes, keep the connection open without reading until the client closes
 };
 
 /// "HTTP/1.1 <status>" with Content-Length and a JSON content type.

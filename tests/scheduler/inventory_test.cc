@@ -8,7 +8,8 @@ using Catch::Matchers::Contains;
 
 TEST_CASE("register annotation: HAMi JSON with omitempty fields", "[inventory]") {
   auto r = decode_node_devices(
-      "n1", R"([{"id":"GPU-a","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA GeForce RTX 3070","mode":"hami-core","health":true},
+      "n1",
+      R"([{"id":"GPU-a","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA GeForce RTX 3070","mode":"hami-core","health":true},
                {"id":"GPU-b","index":1,"count":10,"devmem":32768,"devcore":100,"type":"NVIDIA GeForce RTX 3070","numa":1}])");
   REQUIRE(r.ok());
   REQUIRE(r->size() == 2);
@@ -36,7 +37,8 @@ TEST_CASE("register annotation: JSON encode round-trips and omits zero values", 
 }
 
 TEST_CASE("register annotation: legacy delimited form, 7 and 9 fields", "[inventory]") {
-  auto r = decode_node_devices("n1", "GPU-a,10,16384,100,NVIDIA-Tesla T4,0,true:GPU-b,10,16384,100,NVIDIA-Tesla T4,1,false,1,mps:");
+  auto r = decode_node_devices(
+      "n1", "GPU-a,10,16384,100,NVIDIA-Tesla T4,0,true:GPU-b,10,16384,100,NVIDIA-Tesla T4,1,false,1,mps:");
   REQUIRE(r.ok());
   REQUIRE(r->size() == 2);
   CHECK(r->at(0).type == "NVIDIA-Tesla T4");
@@ -55,16 +57,15 @@ TEST_CASE("register annotation: errors name node, field and value", "[inventory]
     const char* text;
     const char* want;
   };
-  for (Case c : {Case{R"([{"id":"GPU-a","devmem":"abc"}])", "devices[0].devmem: \"abc\" is not an integer"},
-                 Case{R"([{"id":"GPU-a","health":"yes"}])", "devices[0].health"},
-                 Case{R"({"id":"x"})", "must be a JSON array"},
-                 Case{R"([{"id":"GPU-a"},{"id":"GPU-a"}])", "devices[1].id: \"GPU-a\" is listed twice"},
-                 Case{R"([{"count":1}])", "devices[0].id: \"\" must not be empty"},
-                 Case{R"([{"id":"GPU-a","count":-1}])", "devices[0].count"},
-                 Case{"[{", "invalid JSON"},
-                 Case{"GPU-a,10,x,100,NVIDIA,0,true:", "devices[0].devmem: \"x\" is not an integer"},
-                 Case{"GPU-a,10,100,NVIDIA:", "has 4 fields, want 7 or 9"},
-                 Case{"GPU-a,10,1,100,NVIDIA,0,maybe:", "devices[0].health: \"maybe\""}}) {
+  for (Case c :
+       {Case{R"([{"id":"GPU-a","devmem":"abc"}])", "devices[0].devmem: \"abc\" is not an integer"},
+        Case{R"([{"id":"GPU-a","health":"yes"}])", "devices[0].health"}, Case{R"({"id":"x"})", "must be a JSON array"},
+        Case{R"([{"id":"GPU-a"},{"id":"GPU-a"}])", "devices[1].id: \"GPU-a\" is listed twice"},
+        Case{R"([{"count":1}])", "devices[0].id: \"\" must not be empty"},
+        Case{R"([{"id":"GPU-a","count":-1}])", "devices[0].count"}, Case{"[{", "invalid JSON"},
+        Case{"GPU-a,10,x,100,NVIDIA,0,true:", "devices[0].devmem: \"x\" is not an integer"},
+        Case{"GPU-a,10,100,NVIDIA:", "has 4 fields, want 7 or 9"},
+        Case{"GPU-a,10,1,100,NVIDIA,0,maybe:", "devices[0].health: \"maybe\""}}) {
     auto r = decode_node_devices("gpu-node-7", c.text);
     INFO(c.text);
     REQUIRE_FALSE(r.ok());

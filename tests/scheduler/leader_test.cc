@@ -54,8 +54,10 @@ const WallTime w0{std::chrono::seconds(1796024904)};
 }  // namespace
 
 TEST_CASE("lease JSON round-trips") {
-  Lease l{"kube-system", "gpuslice-scheduler", "42", {"a_1", 15, "2026-11-30T07:48:24.000000Z",
-                                                       "2026-11-30T07:48:26.000000Z", 3}};
+  Lease l{"kube-system",
+          "gpuslice-scheduler",
+          "42",
+          {"a_1", 15, "2026-11-30T07:48:24.000000Z", "2026-11-30T07:48:26.000000Z", 3}};
   auto j = lease_to_json(l);
   CHECK(j.at("apiVersion") == "coordination.k8s.io/v1");
   CHECK(j.at("metadata").at("resourceVersion") == "42");
@@ -64,8 +66,7 @@ TEST_CASE("lease JSON round-trips") {
   CHECK(back->spec == l.spec);
   CHECK(back->resource_version == "42");
   CHECK(back->ns == "kube-system");
-  auto bad = lease_from_json(boost::json::parse(
-      R"({"metadata":{"name":"x"},"spec":{"leaseDurationSeconds":"15"}})"));
+  auto bad = lease_from_json(boost::json::parse(R"({"metadata":{"name":"x"},"spec":{"leaseDurationSeconds":"15"}})"));
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.message().find("leaseDurationSeconds") != std::string::npos);
 }

@@ -184,9 +184,10 @@ class FakeApi : public LoopApi {
     }
     conditions.emplace_back(key, condition);
     auto& status = it->second["status"].as_object();
-    status["conditions"] = boost::json::array{boost::json::object{
-        {"type", condition.type}, {"status", condition.status}, {"reason", condition.reason},
-        {"message", condition.message}}};
+    status["conditions"] = boost::json::array{boost::json::object{{"type", condition.type},
+                                                                  {"status", condition.status},
+                                                                  {"reason", condition.reason},
+                                                                  {"message", condition.message}}};
     it->second["metadata"].as_object()["resourceVersion"] = std::to_string(++rv);
     deliver(pod_sinks_, kube::ReflectorEventType::modified, it->second);
     co_return it->second;

@@ -7,7 +7,9 @@ using namespace std::chrono_literals;
 
 namespace {
 const SteadyTime t0{std::chrono::seconds(1000)};
-PodKey k(const char* name) { return {"ns", name}; }
+PodKey k(const char* name) {
+  return {"ns", name};
+}
 QueueOptions opts(std::size_t cap = 100) {
   QueueOptions o;
   o.capacity = cap;
@@ -137,9 +139,9 @@ TEST_CASE("expired waiting pods are served in deadline order after active ones")
   q.pop(t0);  // slow
   q.pop(t0);  // fast
   q.done_unschedulable(k("slow"), t0);
-  q.pop(t0 + 1s);  // slow again, attempt 2
+  q.pop(t0 + 1s);                            // slow again, attempt 2
   q.done_unschedulable(k("slow"), t0 + 1s);  // ready at t0+3s
-  q.done_unschedulable(k("fast"), t0);        // ready at t0+1s
+  q.done_unschedulable(k("fast"), t0);       // ready at t0+1s
   q.add(k("new"), t0 + 5s);
   CHECK(q.pop(t0 + 5s) == k("new"));
   CHECK(q.pop(t0 + 5s) == k("fast"));

@@ -36,24 +36,24 @@ json::object make_node(const std::string& name, const std::string& uuid, int mem
                                 {"labels", json::object{{"kubernetes.io/hostname", name}}},
                                 {"annotations", json::object{{"hami.io/node-nvidia-register", reg}}}}},
       {"spec", json::object{}},
-      {"status", json::object{{"allocatable", json::object{{"cpu", "32"},
-                                                           {"memory", "256Gi"},
-                                                           {"pods", "110"},
-                                                           {"nvidia.com/gpu", "10"}}}}}};
+      {"status",
+       json::object{{"allocatable",
+                     json::object{{"cpu", "32"}, {"memory", "256Gi"}, {"pods", "110"}, {"nvidia.com/gpu", "10"}}}}}};
 }
 
 json::object make_pod(const std::string& name, int mem, int cores, const std::string& sched = "gpuslice-scheduler") {
-  json::object limits{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", std::to_string(mem)},
+  json::object limits{{"nvidia.com/gpu", "1"},
+                      {"nvidia.com/gpumem", std::to_string(mem)},
                       {"nvidia.com/gpucores", std::to_string(cores)}};
   return json::object{
       {"apiVersion", "v1"},
       {"kind", "Pod"},
       {"metadata", json::object{{"name", name}, {"namespace", "default"}}},
-      {"spec", json::object{{"schedulerName", sched},
-                            {"containers", json::array{json::object{
-                                               {"name", "cuda"},
-                                               {"image", "pause"},
-                                               {"resources", json::object{{"limits", limits}}}}}}}},
+      {"spec",
+       json::object{{"schedulerName", sched},
+                    {"containers",
+                     json::array{json::object{
+                         {"name", "cuda"}, {"image", "pause"}, {"resources", json::object{{"limits", limits}}}}}}}},
       {"status", json::object{{"phase", "Pending"}}}};
 }
 
@@ -257,10 +257,11 @@ TEST_CASE("loop: a live lock holder makes the binder wait until the lock is rele
   // The holder is bound to the node and waiting for Allocate: a live owner.
   auto holder = make_pod("holder", 1000, 10);
   holder["spec"].as_object()["nodeName"] = "gpu-0";
-  holder["metadata"].as_object()["annotations"] = json::object{
-      {"hami.io/vgpu-node", "gpu-0"}, {"hami.io/bind-phase", "allocating"},
-      {"hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,1000,10:;"},
-      {"hami.io/vgpu-devices-to-allocate", "GPU-a,NVIDIA,1000,10:;"}};
+  holder["metadata"].as_object()["annotations"] =
+      json::object{{"hami.io/vgpu-node", "gpu-0"},
+                   {"hami.io/bind-phase", "allocating"},
+                   {"hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,1000,10:;"},
+                   {"hami.io/vgpu-devices-to-allocate", "GPU-a,NVIDIA,1000,10:;"}};
   h.api->put_pod(holder);
   h.api->put_pod(make_pod("p", 1000, 10));
   h.start();
@@ -301,10 +302,12 @@ TEST_CASE("loop: restart from API state - an annotated unbound pod is redone, no
   h.api->put_node(make_node("gpu-0", "GPU-a"));
   // A previous incarnation annotated `a` (70 % on the card), took the lock and died before binding.
   auto a = make_pod("a", 20000, 70);
-  a["metadata"].as_object()["annotations"] = json::object{
-      {"hami.io/vgpu-node", "gpu-0"}, {"hami.io/bind-phase", "allocating"}, {"hami.io/vgpu-time", "1796024800"},
-      {"hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,20000,70:;"},
-      {"hami.io/vgpu-devices-to-allocate", "GPU-a,NVIDIA,20000,70:;"}};
+  a["metadata"].as_object()["annotations"] =
+      json::object{{"hami.io/vgpu-node", "gpu-0"},
+                   {"hami.io/bind-phase", "allocating"},
+                   {"hami.io/vgpu-time", "1796024800"},
+                   {"hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,20000,70:;"},
+                   {"hami.io/vgpu-devices-to-allocate", "GPU-a,NVIDIA,20000,70:;"}};
   h.api->put_pod(a);
   auto n = h.api->nodes.at("gpu-0");
   n["metadata"].as_object()["annotations"].as_object()["hami.io/mutex.lock"] =
@@ -391,8 +394,8 @@ TEST_CASE("loop: pods of other schedulers and bound pods are not scheduled but a
   h.api->put_pod(other);
   auto bound = make_pod("bound", 70000, 60, "someone");
   bound["spec"].as_object()["nodeName"] = "gpu-0";
-  bound["metadata"].as_object()["annotations"] = json::object{
-      {"hami.io/vgpu-node", "gpu-0"}, {"hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,70000,60:;"}};
+  bound["metadata"].as_object()["annotations"] =
+      json::object{{"hami.io/vgpu-node", "gpu-0"}, {"hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,70000,60:;"}};
   h.api->put_pod(bound);
   h.api->put_pod(make_pod("big", 20000, 10));  // 70000 + 20000 > 81920: must not fit
   h.start();

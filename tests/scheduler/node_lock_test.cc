@@ -26,8 +26,8 @@ TEST_CASE("node lock value format matches HAMi") {
 }
 
 TEST_CASE("node lock parse errors name the annotation") {
-  for (const char* bad : {"garbage", "2026-11-30T07:48:24Z,ns", "2026-11-30T07:48:24Z,,pod",
-                          "2026-11-30T07:48:24Z,ns,", "2026-11-30T07:48:24Z,ns,pod,extra"}) {
+  for (const char* bad : {"garbage", "2026-11-30T07:48:24Z,ns", "2026-11-30T07:48:24Z,,pod", "2026-11-30T07:48:24Z,ns,",
+                          "2026-11-30T07:48:24Z,ns,pod,extra"}) {
     auto r = parse_node_lock(bad);
     REQUIRE_FALSE(r.ok());
     CHECK(r.message().find("hami.io/mutex.lock") != std::string::npos);

@@ -93,7 +93,8 @@ TEST_CASE("node selector, required affinity and tolerations are read", "[pod]") 
   spec(p)["affinity"] = json::parse(R"({"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{
       "nodeSelectorTerms":[{"matchExpressions":[{"key":"gpu","operator":"Gt","values":["3"]}]},
                            {"matchFields":[{"key":"metadata.name","operator":"In","values":["n1"]}]}]}}})");
-  spec(p)["tolerations"] = json::parse(R"([{"key":"k","operator":"Exists","effect":"NoSchedule"},{"key":"v","value":"1"}])");
+  spec(p)["tolerations"] =
+      json::parse(R"([{"key":"k","operator":"Exists","effect":"NoSchedule"},{"key":"v","value":"1"}])");
   auto r = parse_pod(p, {});
   REQUIRE(r.ok());
   CHECK(r->node_selector.at("zone") == "z1");

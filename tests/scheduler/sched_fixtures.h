@@ -60,14 +60,17 @@ inline boost::json::object node(const NodeSpec& s) {
   if (!s.taints.empty()) {
     spec["taints"] = s.taints;
   }
-  return boost::json::object{
-      {"apiVersion", "v1"},
-      {"kind", "Node"},
-      {"metadata", {{"name", s.name}, {"labels", labels}, {"annotations", ann}}},
-      {"spec", spec},
-      {"status",
-       {{"allocatable",
-         {{"cpu", s.cpu}, {"memory", s.memory}, {"pods", s.pods}, {"ephemeral-storage", "100Gi"}, {"nvidia.com/gpu", gpus}}}}}};
+  return boost::json::object{{"apiVersion", "v1"},
+                             {"kind", "Node"},
+                             {"metadata", {{"name", s.name}, {"labels", labels}, {"annotations", ann}}},
+                             {"spec", spec},
+                             {"status",
+                              {{"allocatable",
+                                {{"cpu", s.cpu},
+                                 {"memory", s.memory},
+                                 {"pods", s.pods},
+                                 {"ephemeral-storage", "100Gi"},
+                                 {"nvidia.com/gpu", gpus}}}}}};
 }
 
 /// A container with GPU limits; empty strings leave a resource out.
@@ -98,7 +101,9 @@ inline void annotate(boost::json::object& obj, std::string_view key, std::string
   obj["metadata"].as_object()["annotations"].as_object()[key] = value;
 }
 
-inline boost::json::object& spec(boost::json::object& obj) { return obj["spec"].as_object(); }
+inline boost::json::object& spec(boost::json::object& obj) {
+  return obj["spec"].as_object();
+}
 
 /// A pod already placed by the scheduler: vgpu-node + -allocated (+ spec.nodeName when bound).
 inline boost::json::object placed_pod(std::string name, std::string node, std::string allocated, bool bind = true,

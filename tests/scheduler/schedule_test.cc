@@ -31,7 +31,9 @@ Decision place(Snapshot& s, const json::object& pod_json, ScheduleOptions opt = 
   return d;
 }
 
-std::string uuid_of(const Decision& d, size_t slot = 0, size_t i = 0) { return d.devices.at(slot).at(i).uuid; }
+std::string uuid_of(const Decision& d, size_t slot = 0, size_t i = 0) {
+  return d.devices.at(slot).at(i).uuid;
+}
 
 const NodeFailure& failure_of(const Decision& d, std::string_view node) {
   for (const NodeFailure& f : d.failures) {
@@ -88,8 +90,10 @@ TEST_CASE("gpumem-percentage resolves against the chosen card", "[schedule]") {
 TEST_CASE("nvidia.com/gpu: 2 takes two distinct cards and more than the node has is NodeInsufficientDevice",
           "[schedule]") {
   Snapshot s;
-  REQUIRE(s.upsert_node(node({.name = "l4", .cards = {card("GPU-0", 23034, 100, "NVIDIA L4"),
-                                                      card("GPU-1", 23034, 100, "NVIDIA L4")}})).ok());
+  REQUIRE(
+      s.upsert_node(node({.name = "l4",
+                          .cards = {card("GPU-0", 23034, 100, "NVIDIA L4"), card("GPU-1", 23034, 100, "NVIDIA L4")}}))
+          .ok());
   Decision two = decide(s, gpu_pod("p", "2"));
   REQUIRE(two.scheduled);
   REQUIRE(two.devices[0].size() == 2);
@@ -128,13 +132,15 @@ TEST_CASE("node level: unschedulable, selector/affinity, taints, resources, unre
         "affinity/selector, 1 node(s) had untolerated taint {dedicated: ml}, 1 node(s) were unschedulable.");
 
   // Tolerating the taint opens the tainted node.
-  spec(p)["tolerations"] = json::parse(R"([{"key":"dedicated","operator":"Equal","value":"ml","effect":"NoSchedule"}])");
+  spec(p)["tolerations"] =
+      json::parse(R"([{"key":"dedicated","operator":"Equal","value":"ml","effect":"NoSchedule"}])");
   Decision ok = decide(s, p);
   REQUIRE(ok.scheduled);
   CHECK(ok.node == "tainted");
 }
 
-TEST_CASE("taints: NoExecute counts, PreferNoSchedule does not - Exists and empty-key tolerations", "[schedule][node]") {
+TEST_CASE("taints: NoExecute counts, PreferNoSchedule does not - Exists and empty-key tolerations",
+          "[schedule][node]") {
   auto with_taint = [](std::string effect) {
     Snapshot s;
     NodeSpec n{.name = "n", .cards = {card("GPU-a")}};
@@ -176,8 +182,9 @@ TEST_CASE("required node affinity operators", "[schedule][node]") {
   REQUIRE(s.upsert_node(node({.name = "n2", .cards = {card("GPU-2")}, .labels = {{"gen", "5"}}})).ok());
   auto placed_on = [&](const char* terms) {
     json::object p = gpu_pod("p", "1", "100");
-    spec(p)["affinity"] = json::parse(std::string(R"({"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":)") +
-                                      terms + "}}}");
+    spec(p)["affinity"] = json::parse(
+        std::string(R"({"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":)") +
+        terms + "}}}");
     Decision d = decide(s, p);
     return d.scheduled ? d.node : std::string("-");
   };
@@ -190,15 +197,17 @@ TEST_CASE("required node affinity operators", "[schedule][node]") {
   CHECK(placed_on(R"([{"matchExpressions":[{"key":"gen","operator":"Gt","values":["9"]}]}])") == "-");
   CHECK(placed_on(R"([{"matchFields":[{"key":"metadata.name","operator":"In","values":["n2"]}]}])") == "n2");
   // Terms are ORed, expressions ANDed.
-  CHECK(placed_on(R"([{"matchExpressions":[{"key":"gen","operator":"In","values":["5"]},{"key":"pool","operator":"Exists"}]},
+  CHECK(placed_on(
+            R"([{"matchExpressions":[{"key":"gen","operator":"In","values":["5"]},{"key":"pool","operator":"Exists"}]},
                       {"matchExpressions":[{"key":"gen","operator":"In","values":["3"]}]}])") == "n1");
 }
 
 TEST_CASE("cpu, memory and pod count fit against other bound pods", "[schedule][node]") {
   Snapshot s;
   REQUIRE(s.upsert_node(node({.name = "n", .cards = {card("GPU-a")}, .cpu = "4", .memory = "8Gi", .pods = "2"})).ok());
-  json::object web = pod("web", json::array{json::object{
-                                    {"name", "c"}, {"resources", {{"requests", {{"cpu", "3"}, {"memory", "6Gi"}}}}}}});
+  json::object web =
+      pod("web",
+          json::array{json::object{{"name", "c"}, {"resources", {{"requests", {{"cpu", "3"}, {"memory", "6Gi"}}}}}}});
   spec(web)["nodeName"] = "n";
   REQUIRE(s.upsert_pod(web).ok());
   json::object p = gpu_pod("p", "1", "100");
@@ -220,8 +229,10 @@ TEST_CASE("card checks in HAMi's order with HAMi's reason strings", "[schedule][
   Snapshot s;
   DeviceInfo sick = card("GPU-sick");
   sick.health = false;
-  REQUIRE(s.upsert_node(node({.name = "n", .cards = {sick, card("GPU-cord"), card("GPU-t4", 16000, 100, "NVIDIA Tesla T4")},
-                              .cordon = "GPU-cord,GPU-sick"})).ok());
+  REQUIRE(s.upsert_node(node({.name = "n",
+                              .cards = {sick, card("GPU-cord"), card("GPU-t4", 16000, 100, "NVIDIA Tesla T4")},
+                              .cordon = "GPU-cord,GPU-sick"}))
+              .ok());
   json::object p = gpu_pod("p", "1", "1000", "10");
   annotate(p, "nvidia.com/use-gputype", "a100");
   Decision d = decide(s, p);
@@ -233,8 +244,10 @@ TEST_CASE("card checks in HAMi's order with HAMi's reason strings", "[schedule][
 
 TEST_CASE("use-/nouse-gputype: comma list, case-insensitive substring", "[schedule][card]") {
   Snapshot s;
-  REQUIRE(s.upsert_node(node({.name = "n", .cards = {card("GPU-a", 80000, 100, "NVIDIA A100-SXM4-80GB"),
-                                                     card("GPU-t", 16000, 100, "NVIDIA Tesla T4")}})).ok());
+  REQUIRE(s.upsert_node(node({.name = "n",
+                              .cards = {card("GPU-a", 80000, 100, "NVIDIA A100-SXM4-80GB"),
+                                        card("GPU-t", 16000, 100, "NVIDIA Tesla T4")}}))
+              .ok());
   auto with = [&](std::string_view key, std::string_view value) {
     json::object p = gpu_pod("p", "1", "1000", "10");
     annotate(p, key, value);
@@ -316,8 +329,11 @@ TEST_CASE("time-slicing slots, exclusive requests and exhausted compute units", 
 
 TEST_CASE("numa-bind keeps a container's cards on one NUMA node", "[schedule][card]") {
   Snapshot s;
-  REQUIRE(s.upsert_node(node({.name = "n", .cards = {card("GPU-0", 1000, 100, "NVIDIA A", 0), card("GPU-1", 1000, 100, "NVIDIA A", 1),
-                                                     card("GPU-2", 1000, 100, "NVIDIA A", 1)}})).ok());
+  REQUIRE(
+      s.upsert_node(node({.name = "n",
+                          .cards = {card("GPU-0", 1000, 100, "NVIDIA A", 0), card("GPU-1", 1000, 100, "NVIDIA A", 1),
+                                    card("GPU-2", 1000, 100, "NVIDIA A", 1)}}))
+          .ok());
   // Make GPU-0 the least used so spread would pair it with a NUMA-1 card without numa-bind.
   REQUIRE(place(s, gpu_pod("x", "1", "10", "1")).scheduled);  // lands on GPU-0 (least used, lowest numa)
   json::object p = gpu_pod("p", "2", "100", "10");
@@ -329,8 +345,11 @@ TEST_CASE("numa-bind keeps a container's cards on one NUMA node", "[schedule][ca
   CHECK(got == std::vector<std::string>{"GPU-1", "GPU-2"});
 
   Snapshot one_each;
-  REQUIRE(one_each.upsert_node(node({.name = "n", .cards = {card("GPU-0", 1000, 100, "NVIDIA A", 0),
-                                                            card("GPU-1", 1000, 100, "NVIDIA A", 1)}})).ok());
+  REQUIRE(one_each
+              .upsert_node(
+                  node({.name = "n",
+                        .cards = {card("GPU-0", 1000, 100, "NVIDIA A", 0), card("GPU-1", 1000, 100, "NVIDIA A", 1)}}))
+              .ok());
   Decision f = decide(one_each, p);
   CHECK_FALSE(f.scheduled);
   CHECK(failure_of(f, "n").detail == "1/2 AllocatedCardsInsufficientRequest, 1/2 NumaNotFit");
@@ -340,8 +359,8 @@ TEST_CASE("containers accumulate on shared cards - init containers fit on a fres
           "[schedule][init]") {
   Snapshot s;
   REQUIRE(s.upsert_node(node({.name = "n", .cards = {card("GPU-a", 81920)}})).ok());
-  json::object p = pod("p", json::array{container("a", "1", "30000", "30"), container("none", ""),
-                                        container("b", "1", "30000", "30")});
+  json::object p = pod(
+      "p", json::array{container("a", "1", "30000", "30"), container("none", ""), container("b", "1", "30000", "30")});
   spec(p)["initContainers"] = json::array{container("init", "1", "80000", "90")};
   Decision d = decide(s, p);
   REQUIRE(d.scheduled);
@@ -402,8 +421,8 @@ TEST_CASE("card policy: spread picks the least used card, binpack the most used 
 TEST_CASE("device-scoring-weights change which card binpack prefers", "[schedule][score]") {
   Snapshot s;
   REQUIRE(s.upsert_node(node({.name = "n", .cards = {card("GPU-mem", 10000), card("GPU-core", 10000)}})).ok());
-  REQUIRE(s.upsert_pod(placed_pod("m", "n", "GPU-mem,NVIDIA,8000,5:;")).ok());   // memory-heavy
-  REQUIRE(s.upsert_pod(placed_pod("c", "n", "GPU-core,NVIDIA,1000,80:;")).ok()); // core-heavy
+  REQUIRE(s.upsert_pod(placed_pod("m", "n", "GPU-mem,NVIDIA,8000,5:;")).ok());    // memory-heavy
+  REQUIRE(s.upsert_pod(placed_pod("c", "n", "GPU-core,NVIDIA,1000,80:;")).ok());  // core-heavy
   json::object p = gpu_pod("p", "1", "100", "1");
   annotate(p, "hami.io/gpu-scheduler-policy", "binpack");
   annotate(p, "hami.io/device-scoring-weights", "slot=0,core=0,memory=1");
@@ -445,7 +464,8 @@ TEST_CASE("quota: per-card value x cards across containers (HAMi counts one card
   CHECK(over.message == "0/1 nodes are available: 1 ResourceQuotaNotFit.");
   CHECK(failure_of(over, "n").detail == "3/3 ResourceQuotaNotFit");
   // Two containers of one pod add up too.
-  Decision two = decide(s, pod("p3", json::array{container("a", "1", "6000", "1"), container("b", "1", "6000", "1")}, "team"));
+  Decision two =
+      decide(s, pod("p3", json::array{container("a", "1", "6000", "1"), container("b", "1", "6000", "1")}, "team"));
   CHECK(two.message == "0/1 nodes are available: 1 ResourceQuotaNotFit.");
   CHECK(decide(s, gpu_pod("p4", "1", "10000", "1", "team")).scheduled);
   // Other namespaces are not limited.
@@ -455,8 +475,9 @@ TEST_CASE("quota: per-card value x cards across containers (HAMi counts one card
 TEST_CASE("quota on gpucores and on the card count", "[schedule][quota]") {
   Snapshot s;
   REQUIRE(s.upsert_node(node({.name = "n", .cards = {card("GPU-0"), card("GPU-1"), card("GPU-2")}})).ok());
-  REQUIRE(s.upsert_quota(quota("q", "team", {{"limits.nvidia.com/gpucores", "100"}, {"limits.nvidia.com/gpu", "2"}})).ok());
-  CHECK(decide(s, gpu_pod("a", "2", "100", "50", "team")).scheduled);   // 100 cores, 2 cards
+  REQUIRE(
+      s.upsert_quota(quota("q", "team", {{"limits.nvidia.com/gpucores", "100"}, {"limits.nvidia.com/gpu", "2"}})).ok());
+  CHECK(decide(s, gpu_pod("a", "2", "100", "50", "team")).scheduled);        // 100 cores, 2 cards
   CHECK_FALSE(decide(s, gpu_pod("b", "2", "100", "60", "team")).scheduled);  // 120 cores
   CHECK_FALSE(decide(s, gpu_pod("c", "3", "100", "10", "team")).scheduled);  // 3 cards
   REQUIRE(s.upsert_quota(quota("q", "team", {{"limits.nvidia.com/gpu", "0"}})).ok());
@@ -464,7 +485,8 @@ TEST_CASE("quota on gpucores and on the card count", "[schedule][quota]") {
 }
 
 TEST_CASE("failure message: kube-scheduler format, entries sorted as strings", "[schedule][message]") {
-  CHECK(format_failure_message(3, {{"CardInsufficientMemory", 1}, {"node(s) didn't match Pod's node affinity/selector", 2}}) ==
+  CHECK(format_failure_message(
+            3, {{"CardInsufficientMemory", 1}, {"node(s) didn't match Pod's node affinity/selector", 2}}) ==
         "0/3 nodes are available: 1 CardInsufficientMemory, 2 node(s) didn't match Pod's node affinity/selector.");
   CHECK(format_failure_message(12, {{"B", 10}, {"A", 2}}) == "0/12 nodes are available: 10 B, 2 A.");
   CHECK(format_failure_message(0, {}) == "0/0 nodes are available.");
@@ -525,7 +547,8 @@ TEST_CASE("with and without the index: identical decisions on a random cluster",
     REQUIRE(s.upsert_node(node({.name = n, .cards = cs})).ok());
     for (int c = 0; c < 4; ++c) {
       for (int k = slot_d(rng); k > 0; --k) {
-        std::string alloc = cs[c].id + ",NVIDIA," + std::to_string(mem_d(rng) / 3) + "," + std::to_string(core_d(rng) / 2) + ":;";
+        std::string alloc =
+            cs[c].id + ",NVIDIA," + std::to_string(mem_d(rng) / 3) + "," + std::to_string(core_d(rng) / 2) + ":;";
         REQUIRE(s.upsert_pod(placed_pod(n + "-" + std::to_string(c) + "-" + std::to_string(k), n, alloc)).ok());
       }
     }

@@ -52,8 +52,13 @@ TEST_CASE("a node is registered only with a valid annotation and allocatable nvi
 
 TEST_CASE("node fields: labels, taints, unschedulable, allocatable", "[snapshot]") {
   Snapshot s;
-  NodeSpec spec{.name = "n", .cards = {card("GPU-a")}, .labels = {{"zone", "z1"}}, .unschedulable = true,
-                .cpu = "7500m", .memory = "16Gi", .pods = "42"};
+  NodeSpec spec{.name = "n",
+                .cards = {card("GPU-a")},
+                .labels = {{"zone", "z1"}},
+                .unschedulable = true,
+                .cpu = "7500m",
+                .memory = "16Gi",
+                .pods = "42"};
   spec.taints = json::array{json::object{{"key", "k"}, {"value", "v"}, {"effect", "NoSchedule"}}};
   REQUIRE(s.upsert_node(node(spec)).ok());
   const NodeState& n = *s.find_node("n");
@@ -71,8 +76,8 @@ TEST_CASE("node fields: labels, taints, unschedulable, allocatable", "[snapshot]
 
 TEST_CASE("a bad register annotation: error naming node, field, value and the node kept unregistered", "[snapshot]") {
   Snapshot s;
-  auto st = s.upsert_node(node({.name = "bad-1", .labels = {{"x", "y"}},
-                                .register_text = R"([{"id":"GPU-a","devmem":"lots"}])"}));
+  auto st = s.upsert_node(
+      node({.name = "bad-1", .labels = {{"x", "y"}}, .register_text = R"([{"id":"GPU-a","devmem":"lots"}])"}));
   REQUIRE_FALSE(st.ok());
   CHECK_THAT(st.message(), Contains("node \"bad-1\""));
   CHECK_THAT(st.message(), Contains("devmem"));
@@ -90,9 +95,12 @@ TEST_CASE("a bad register annotation: error naming node, field, value and the no
 
 TEST_CASE("device-cordon marks cards and the legacy register form is accepted", "[snapshot]") {
   Snapshot s;
-  REQUIRE(s.upsert_node(node({.name = "n", .gpus = "20", .cordon = "GPU-b",
-                              .register_text = "GPU-a,10,1000,100,NVIDIA T4,0,true:GPU-b,10,1000,100,NVIDIA T4,0,true:"}))
-              .ok());
+  REQUIRE(
+      s.upsert_node(node({.name = "n",
+                          .gpus = "20",
+                          .cordon = "GPU-b",
+                          .register_text = "GPU-a,10,1000,100,NVIDIA T4,0,true:GPU-b,10,1000,100,NVIDIA T4,0,true:"}))
+          .ok());
   CHECK_FALSE(card_of(s, "n", "GPU-a").cordoned);
   CHECK(card_of(s, "n", "GPU-b").cordoned);
   CHECK_FALSE(card_of(s, "n", "GPU-b").usable());
@@ -130,9 +138,9 @@ TEST_CASE("card usage comes from pods holding allocations that are not Succeeded
 TEST_CASE("other bound pods count for cpu, memory and pod count only", "[snapshot]") {
   Snapshot s;
   REQUIRE(s.upsert_node(node({.name = "n", .cards = {card("GPU-a")}})).ok());
-  json::object web = pod("web", json::array{json::object{
-                                    {"name", "c"},
-                                    {"resources", {{"requests", {{"cpu", "1500m"}, {"memory", "1Gi"}}}}}}});
+  json::object web = pod(
+      "web",
+      json::array{json::object{{"name", "c"}, {"resources", {{"requests", {{"cpu", "1500m"}, {"memory", "1Gi"}}}}}}});
   spec(web)["nodeName"] = "n";
   REQUIRE(s.upsert_pod(web).ok());
   const NodeState& n = *s.find_node("n");
@@ -164,7 +172,8 @@ TEST_CASE("events in any order: pods before their node, node re-registration kee
 TEST_CASE("init containers: per card max(init peak, app sum) - app slots only - init done -> app only", "[snapshot]") {
   Snapshot s;
   REQUIRE(s.upsert_node(node({.name = "n", .cards = {card("GPU-a"), card("GPU-b")}})).ok());
-  json::object p = placed_pod("p", "n", "GPU-a,NVIDIA,8000,50:;GPU-a,NVIDIA,3000,10:;GPU-a,NVIDIA,2000,10:GPU-b,NVIDIA,2000,10:;");
+  json::object p =
+      placed_pod("p", "n", "GPU-a,NVIDIA,8000,50:;GPU-a,NVIDIA,3000,10:;GPU-a,NVIDIA,2000,10:GPU-b,NVIDIA,2000,10:;");
   spec(p)["initContainers"] = json::array{container("init", "1", "8000", "50")};
   spec(p)["containers"] = json::array{container("c1", "1", "3000", "10"), container("c2", "2", "2000", "10")};
   REQUIRE(s.upsert_pod(p).ok());
@@ -240,9 +249,10 @@ TEST_CASE("ResourceQuota limits: the minimum over objects, limits.* only, memory
   gpuslice::DeviceConfig dc;
   dc.memory_factor = 2;
   Snapshot s(dc);
-  REQUIRE(s.upsert_quota(quota("q1", "team", {{"limits.nvidia.com/gpumem", "30000"},
-                                              {"limits.nvidia.com/gpucores", "200"},
-                                              {"requests.nvidia.com/gpumem", "1"}}))
+  REQUIRE(s.upsert_quota(quota("q1", "team",
+                               {{"limits.nvidia.com/gpumem", "30000"},
+                                {"limits.nvidia.com/gpucores", "200"},
+                                {"requests.nvidia.com/gpumem", "1"}}))
               .ok());
   REQUIRE(s.upsert_quota(quota("q2", "team", {{"limits.nvidia.com/gpumem", "20000"}, {"limits.nvidia.com/gpu", "3"}}))
               .ok());
@@ -296,7 +306,8 @@ TEST_CASE("the free-capacity index visits exactly the nodes that may fit, in nod
     for (int c = 0; c < nc; ++c) {
       int pods = std::uniform_int_distribution<int>(0, 4)(rng);
       for (int k = 0; k < pods; ++k) {
-        std::string alloc = cs[c].id + ",NVIDIA," + std::to_string(mem_d(rng) / 4) + "," + std::to_string(cores_d(rng) / 5) + ":;";
+        std::string alloc =
+            cs[c].id + ",NVIDIA," + std::to_string(mem_d(rng) / 4) + "," + std::to_string(cores_d(rng) / 5) + ":;";
         REQUIRE(s.upsert_pod(placed_pod(name + "-p" + std::to_string(c) + "-" + std::to_string(k), name, alloc)).ok());
       }
     }

@@ -64,7 +64,8 @@ items:
 ---
 kind: ResourceQuota
 metadata: {name: q}
-)", "f.yaml");
+)",
+                           "f.yaml");
   REQUIRE(m.ok());
   REQUIRE(m->size() == 4);
   CHECK(m->at(0).object.at("kind") == json::value("Node"));
@@ -88,7 +89,8 @@ metadata: {name: q}
 
 TEST_CASE("long plain scalars convert without deep recursion", "[manifest]") {
   std::string digits(200000, '7');
-  auto v = yaml_to_json("a: " + digits + "\nb: " + std::string(200000, 'x') + "\nc: 1." + std::string(1000, '5') + "\n");
+  auto v =
+      yaml_to_json("a: " + digits + "\nb: " + std::string(200000, 'x') + "\nc: 1." + std::string(1000, '5') + "\n");
   REQUIRE(v.ok());
   CHECK(v->at("a").as_string().size() == digits.size());  // too large for an integer: kept as text
   CHECK(v->at("b").as_string().size() == 200000);

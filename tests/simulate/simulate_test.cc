@@ -1,6 +1,6 @@
 // The simulate library (without the CLI): manifests through the webhook policy and the scheduling core.
-#include "simulate/manifest.h"
 #include "simulate/simulate.h"
+#include "simulate/manifest.h"
 
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
@@ -20,7 +20,8 @@ metadata:
   annotations:
     hami.io/node-nvidia-register: '[{"id":"GPU-a","devcore":"many"}]'
 status: {allocatable: {nvidia.com/gpu: "10"}}
-)", "nodes.yaml");
+)",
+                               "nodes.yaml");
   REQUIRE(nodes.ok());
   SimulationInput in;
   in.node_files.emplace_back("nodes.yaml", std::move(nodes.value()));
@@ -49,7 +50,8 @@ spec: {nodeName: n, containers: [{name: c}]}
 kind: ResourceQuota
 metadata: {name: q, namespace: team}
 spec: {hard: {limits.nvidia.com/gpumem: "25000"}}
-)", "cluster.yaml");
+)",
+                               "cluster.yaml");
   auto pods = parse_manifests(R"(
 kind: Pod
 metadata: {name: priv, namespace: team}
@@ -66,7 +68,8 @@ spec: {containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1, nvidia.com
 kind: Pod
 metadata: {name: over, namespace: team}
 spec: {containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 1000}}}]}
-)", "pods.yaml");
+)",
+                              "pods.yaml");
   REQUIRE(nodes.ok());
   REQUIRE(pods.ok());
   SimulationInput in;
@@ -91,4 +94,3 @@ spec: {containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1, nvidia.com
   CHECK_THAT(table, Contains("team/fits"));
   CHECK_THAT(table, Contains("25000/40000"));
 }
-

@@ -12,7 +12,9 @@ Patch from_json(const std::string& text) {
   for (const auto& v : parsed.as_array()) {
     const auto& o = v.as_object();
     std::string op(o.at("op").as_string());
-    PatchOp::Kind k = op == "add" ? PatchOp::Kind::add : op == "replace" ? PatchOp::Kind::replace : PatchOp::Kind::remove;
+    PatchOp::Kind k = op == "add"       ? PatchOp::Kind::add
+                      : op == "replace" ? PatchOp::Kind::replace
+                                        : PatchOp::Kind::remove;
     p.push_back({k, std::string(o.at("path").as_string()), o.contains("value") ? o.at("value") : boost::json::value()});
   }
   return p;
@@ -22,21 +24,22 @@ Patch from_json(const std::string& text) {
 
 TEST_CASE("apply_patch agrees with nlohmann on add, replace, remove and array append") {
   const std::string doc = R"({"a":{"b":[1,2,3],"c/d":{"e~f":1}},"s":"x","n":null})";
-  for (std::string patch : {
-           R"([{"op":"add","path":"/a/b/-","value":4}])",
-           R"([{"op":"add","path":"/a/b/0","value":0}])",
-           R"([{"op":"add","path":"/a/b/3","value":9}])",
-           R"([{"op":"add","path":"/a/new","value":{"k":[1]}}])",
-           R"([{"op":"add","path":"/a/c~1d/e~0f","value":2}])",
-           R"([{"op":"add","path":"/n","value":{"x":1}}])",
-           R"([{"op":"add","path":"/s","value":"replaced by add"}])",
-           R"([{"op":"replace","path":"/a/b/1","value":"two"}])",
-           R"([{"op":"replace","path":"/s","value":[]}])",
-           R"([{"op":"remove","path":"/a/b/0"}])",
-           R"([{"op":"remove","path":"/a/c~1d"}])",
-           R"([{"op":"replace","path":"","value":{"whole":true}}])",
-           R"([{"op":"add","path":"/a/b/-","value":4},{"op":"remove","path":"/a/b/0"},{"op":"add","path":"/z","value":1}])",
-       }) {
+  for (
+      std::string patch : {
+          R"([{"op":"add","path":"/a/b/-","value":4}])",
+          R"([{"op":"add","path":"/a/b/0","value":0}])",
+          R"([{"op":"add","path":"/a/b/3","value":9}])",
+          R"([{"op":"add","path":"/a/new","value":{"k":[1]}}])",
+          R"([{"op":"add","path":"/a/c~1d/e~0f","value":2}])",
+          R"([{"op":"add","path":"/n","value":{"x":1}}])",
+          R"([{"op":"add","path":"/s","value":"replaced by add"}])",
+          R"([{"op":"replace","path":"/a/b/1","value":"two"}])",
+          R"([{"op":"replace","path":"/s","value":[]}])",
+          R"([{"op":"remove","path":"/a/b/0"}])",
+          R"([{"op":"remove","path":"/a/c~1d"}])",
+          R"([{"op":"replace","path":"","value":{"whole":true}}])",
+          R"([{"op":"add","path":"/a/b/-","value":4},{"op":"remove","path":"/a/b/0"},{"op":"add","path":"/z","value":1}])",
+      }) {
     INFO(patch);
     auto ours = apply_patch(boost::json::parse(doc), from_json(patch));
     REQUIRE(ours.ok());
@@ -53,10 +56,14 @@ TEST_CASE("apply_patch errors name the op index and path, and leave the input al
   for (const Case& c : {
            Case{R"([{"op":"add","path":"/x/y","value":1}])", "patch op 0 (add /x/y): \"x\" does not exist"},
            Case{R"([{"op":"replace","path":"/q","value":1}])", "patch op 0 (replace /q): \"q\" does not exist"},
-           Case{R"([{"op":"remove","path":"/a/b/3"}])", "patch op 0 (remove /a/b/3): index 3 is past the end of the array"},
-           Case{R"([{"op":"add","path":"/a/b/5","value":1}])", "patch op 0 (add /a/b/5): index 5 is past the end of the array"},
-           Case{R"([{"op":"add","path":"/a/b/01","value":1}])", "patch op 0 (add /a/b/01): \"01\" is not an array index"},
-           Case{R"([{"op":"replace","path":"/a/b/-","value":1}])", "patch op 0 (replace /a/b/-): \"-\" is not an array index"},
+           Case{R"([{"op":"remove","path":"/a/b/3"}])",
+                "patch op 0 (remove /a/b/3): index 3 is past the end of the array"},
+           Case{R"([{"op":"add","path":"/a/b/5","value":1}])",
+                "patch op 0 (add /a/b/5): index 5 is past the end of the array"},
+           Case{R"([{"op":"add","path":"/a/b/01","value":1}])",
+                "patch op 0 (add /a/b/01): \"01\" is not an array index"},
+           Case{R"([{"op":"replace","path":"/a/b/-","value":1}])",
+                "patch op 0 (replace /a/b/-): \"-\" is not an array index"},
            Case{R"([{"op":"add","path":"/s/t","value":1}])",
                 "patch op 0 (add /s/t): the parent of \"t\" is neither an object nor an array"},
            Case{R"([{"op":"add","path":"a","value":1}])", "patch op 0 (add a): pointer does not start with \"/\""},

@@ -9,7 +9,9 @@ using nlohmann::json;
 
 namespace {
 
-const json& container(const json& pod, const char* list, size_t i) { return pod.at("spec").at(list).at(i); }
+const json& container(const json& pod, const char* list, size_t i) {
+  return pod.at("spec").at(list).at(i);
+}
 
 const json& limits(const json& pod, const char* list, size_t i) {
   return container(pod, list, i).at("resources").at("limits");
@@ -124,7 +126,8 @@ TEST_CASE("multi container: priority env, defaults per container, CPU sidecar un
   CHECK(limits(m.pod, "containers", 1)["nvidia.com/gpu"] == "1");
   CHECK(container(m.pod, "containers", 2) == container(before, "containers", 2));
   PodGpuRequest expect;
-  expect.containers = {want("model", false, 1, 8000, std::nullopt, 40), want("embedder", false, 1, 2000, std::nullopt, 0),
+  expect.containers = {want("model", false, 1, 8000, std::nullopt, 40),
+                       want("embedder", false, 1, 2000, std::nullopt, 0),
                        want("proxy", false, 0, std::nullopt, std::nullopt, 0)};
   CHECK(annotation_of(m.pod) == expect);
 }
@@ -133,7 +136,8 @@ TEST_CASE("GPU_CORE_UTILIZATION_POLICY goes on every container when configured")
   Configuration cfg;
   cfg.webhook.gpu_core_policy = "force";
   auto m = mutate_and_apply(fixture("multi_container"), cfg);
-  for (size_t i = 0; i < 3; ++i) CHECK(env_value(container(m.pod, "containers", i), "GPU_CORE_UTILIZATION_POLICY") == "force");
+  for (size_t i = 0; i < 3; ++i)
+    CHECK(env_value(container(m.pod, "containers", i), "GPU_CORE_UTILIZATION_POLICY") == "force");
   CHECK(env_value(container(m.pod, "containers", 0), "CUDA_TASK_PRIORITY") == "0");
 
   auto init = mutate_and_apply(fixture("init_containers"), cfg);
@@ -151,7 +155,8 @@ TEST_CASE("init containers are part of the request, in init-then-app order") {
   CHECK(limits(m.pod, "initContainers", 1)["nvidia.com/gpucores"] == "100");
   CHECK_FALSE(container(m.pod, "initContainers", 0).contains("resources"));  // the CPU init container is untouched
   PodGpuRequest expect;
-  expect.containers = {want("fetch", true, 0, std::nullopt, std::nullopt, 0), want("warmup", true, 1, std::nullopt, 100, 100),
+  expect.containers = {want("fetch", true, 0, std::nullopt, std::nullopt, 0),
+                       want("warmup", true, 1, std::nullopt, 100, 100),
                        want("serve", false, 1, 10000, std::nullopt, 25)};
   CHECK(annotation_of(m.pod) == expect);
 }
@@ -182,7 +187,8 @@ TEST_CASE("default-scheduler pods are taken over, the takeover list and our name
   auto m = mutate_and_apply(fixture("default_scheduler"), Configuration{});
   CHECK(m.pod["spec"]["schedulerName"] == "gpuslice-scheduler");
   bool replaced = false;
-  for (const auto& op : m.result.patch) replaced = replaced || (op.path == "/spec/schedulerName" && op.kind == PatchOp::Kind::replace);
+  for (const auto& op : m.result.patch)
+    replaced = replaced || (op.path == "/spec/schedulerName" && op.kind == PatchOp::Kind::replace);
   CHECK(replaced);
 
   Configuration hami;
@@ -245,12 +251,13 @@ TEST_CASE("skip rules: other schedulers, ignore labels, ignored namespaces") {
     const char* ns;
     const char* needle;
   };
-  for (const Case& c : {Case{"skip_other_scheduler", "team-a", "\"volcano\""},
-                        Case{"skip_label_gpuslice", "team-a", "gpuslice.io/webhook: ignore"},
-                        Case{"skip_label_hami", "team-a", "hami.io/webhook: ignore"},
-                        Case{"skip_namespace", "gpu-system", "\"gpu-system\""},
-                        Case{"skip_namespace", "", "\"gpu-system\""},  // the object's namespace when the request has none
-                        Case{"single", "kube-system", "\"kube-system\""}}) {
+  for (const Case& c :
+       {Case{"skip_other_scheduler", "team-a", "\"volcano\""},
+        Case{"skip_label_gpuslice", "team-a", "gpuslice.io/webhook: ignore"},
+        Case{"skip_label_hami", "team-a", "hami.io/webhook: ignore"},
+        Case{"skip_namespace", "gpu-system", "\"gpu-system\""},
+        Case{"skip_namespace", "", "\"gpu-system\""},  // the object's namespace when the request has none
+        Case{"single", "kube-system", "\"kube-system\""}}) {
     INFO(c.fixture << " in " << c.ns);
     auto r = mutate_pod(fixture(c.fixture), c.ns, cfg);
     CHECK(r.allowed);
@@ -328,8 +335,9 @@ TEST_CASE("parents are created when absent and odd shapes are handled") {
 
 TEST_CASE("a stale or forged gpu-request annotation is replaced") {
   auto pod = fixture("single");
-  pod["metadata"].as_object()["annotations"] = boost::json::object{
-      {std::string(kGpuRequestAnnotation), R"({"containers":[{"name":"cuda","init":false,"gpus":8,"memMiB":1,"cores":1}]})"}};
+  pod["metadata"].as_object()["annotations"] =
+      boost::json::object{{std::string(kGpuRequestAnnotation),
+                           R"({"containers":[{"name":"cuda","init":false,"gpus":8,"memMiB":1,"cores":1}]})"}};
   auto m = mutate_and_apply(pod, Configuration{});
   PodGpuRequest expect;
   expect.containers = {want("cuda", false, 1, 3000, std::nullopt, 30)};
@@ -400,9 +408,9 @@ void stringify_quantities(boost::json::object& pod) {
 }  // namespace
 
 TEST_CASE("quantities as strings (as kube-apiserver sends them) give the same decisions") {
-  for (const char* name : {"single", "exclusive", "memory_only", "percentage", "percentage_full", "several_gpus",
-                           "multi_container", "init_containers", "type_annotations", "requests_only",
-                           "default_scheduler", "existing_env"}) {
+  for (const char* name :
+       {"single", "exclusive", "memory_only", "percentage", "percentage_full", "several_gpus", "multi_container",
+        "init_containers", "type_annotations", "requests_only", "default_scheduler", "existing_env"}) {
     INFO(name);
     auto numbers = mutate_and_apply(fixture(name), Configuration{});
     auto pod = fixture(name);

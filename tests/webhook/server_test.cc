@@ -5,8 +5,8 @@
 
 #include "certs/certs.h"
 #include "common/base64.h"
-#include "common/log.h"
 #include "common/config.h"
+#include "common/log.h"
 #include "tests/webhook/tls_client.h"
 #include "webhook/admission.h"
 
@@ -53,8 +53,7 @@ struct Pki {
   certs::Bundle bundle;
 
   explicit Pki(const std::string& name) {
-    dir = std::filesystem::temp_directory_path() /
-          ("gpuslice-server-test-" + name + "-" + std::to_string(::getpid()));
+    dir = std::filesystem::temp_directory_path() / ("gpuslice-server-test-" + name + "-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     rotate();
   }
@@ -140,7 +139,9 @@ double metric_value(const std::string& text, const std::string& series) {
   return -1;
 }
 
-bool have_tool(const char* name) { return std::system((std::string("command -v ") + name + " >/dev/null 2>&1").c_str()) == 0; }
+bool have_tool(const char* name) {
+  return std::system((std::string("command -v ") + name + " >/dev/null 2>&1").c_str()) == 0;
+}
 
 std::string run_capture(const std::string& cmd, int& status) {
   std::string out;
@@ -207,9 +208,10 @@ TEST_CASE("server: curl --cacert does a real AdmissionReview round trip") {
   CHECK(v.at("response").at("patchType").as_string() == "JSONPatch");
   // curl verifies the chain: with the wrong CA it must refuse.
   Pki other("curl-other");
-  std::string bad = run_capture("curl -sS --max-time 20 --cacert " + other.ca_file() + " -o /dev/null -w '%{http_code}' " +
-                                    " https://127.0.0.1:" + std::to_string(server.port()) + "/livez 2>/dev/null",
-                                status);
+  std::string bad =
+      run_capture("curl -sS --max-time 20 --cacert " + other.ca_file() + " -o /dev/null -w '%{http_code}' " +
+                      " https://127.0.0.1:" + std::to_string(server.port()) + "/livez 2>/dev/null",
+                  status);
   CHECK(status != 0);
 }
 
@@ -264,9 +266,10 @@ TEST_CASE("server: plain HTTP on the TLS port gets the connection closed") {
   REQUIRE(server.start().ok());
   RawClient raw(server.port());
   REQUIRE_FALSE(raw.connect());
-  auto [ec, got] = raw.exchange("POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                                "Content-Length: 2\r\n\r\n{}",
-                                10s);
+  auto [ec, got] = raw.exchange(
+      "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 2\r\n\r\n{}",
+      10s);
   CHECK(ec != beast::error::timeout);  // closed by the server, not by our deadline
   CHECK(got.rfind("HTTP/", 0) == std::string::npos);
   expect_good_review(server.port(), pki.bundle.ca_cert_pem);
@@ -359,7 +362,8 @@ TEST_CASE("server: wrong content type gets 415 and a charset parameter is accept
     CHECK(res.result_int() == 415);
     CHECK(res.body().find("application/json") != std::string::npos);
   }
-  auto [ec, res] = c.request(make_request(http::verb::post, "/mutate", review_body("cs"), "Application/JSON; charset=utf-8"));
+  auto [ec, res] =
+      c.request(make_request(http::verb::post, "/mutate", review_body("cs"), "Application/JSON; charset=utf-8"));
   REQUIRE_FALSE(ec);
   check_patched_response(res, "cs");
   expect_good_review(server.port(), pki.bundle.ca_cert_pem);
@@ -395,7 +399,8 @@ TEST_CASE("server: chunked body over the limit gets 413") {
   REQUIRE(server.start().ok());
   TlsClient c(server.port(), pki.bundle.ca_cert_pem);
   REQUIRE_FALSE(c.connect());
-  std::string raw = "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+  std::string raw =
+      "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
   for (int i = 0; i < 20; ++i) {
     raw += "1000\r\n" + std::string(0x1000, ' ') + "\r\n";
   }
@@ -572,10 +577,11 @@ TEST_CASE("server: plain-HTTP health listener serves probes and metrics but not 
   RawClient raw2(server.health_port());
   REQUIRE_FALSE(raw2.connect());
   auto body = review_body("plain");
-  auto [ec2, got2] = raw2.exchange("POST /mutate HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: "
-                                   "application/json\r\nContent-Length: " +
-                                       std::to_string(body.size()) + "\r\n\r\n" + body,
-                                   10s);
+  auto [ec2, got2] = raw2.exchange(
+      "POST /mutate HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: "
+      "application/json\r\nContent-Length: " +
+          std::to_string(body.size()) + "\r\n\r\n" + body,
+      10s);
   CHECK(got2.rfind("HTTP/1.1 404", 0) == 0);
 }
 
@@ -637,18 +643,14 @@ TEST_CASE("server: certificate rotation applies to new connections without dropp
 
   // A bad pair (key of another certificate) is rejected and the current one kept.
   const std::string good_ca = pki.bundle.ca_cert_pem;
-  {
-    std::ofstream(pki.key(), std::ios::trunc) << pki.bundle.ca_key_pem;
-  }
+  { std::ofstream(pki.key(), std::ios::trunc) << pki.bundle.ca_key_pem; }
   auto st = server.check_certificates();
   CHECK_FALSE(st.ok());
   CHECK(st.message().find("tls-private-key-file") != std::string::npos);
   CHECK(server.certificate_generation() == 2);
   expect_good_review(server.port(), good_ca, "after-bad-pair");
   // Fixing the key is picked up on the next check.
-  {
-    std::ofstream(pki.key(), std::ios::trunc) << pki.bundle.key_pem;
-  }
+  { std::ofstream(pki.key(), std::ios::trunc) << pki.bundle.key_pem; }
   CHECK(server.check_certificates().ok());
   CHECK(server.certificate_generation() == 3);
   expect_good_review(server.port(), good_ca, "after-fix");

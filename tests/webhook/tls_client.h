@@ -3,13 +3,13 @@
 // selectable TLS versions) and a raw TCP client, every operation under a deadline so a broken server fails
 // the test instead of hanging it.
 
+#include <openssl/ssl.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <openssl/ssl.h>
 
 #include <chrono>
 #include <optional>
@@ -141,7 +141,8 @@ class RawClient {
   error_code connect() {
     stream_.expires_after(std::chrono::seconds(10));
     error_code result = net::error::would_block;
-    stream_.async_connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_), [&](error_code ec) { result = ec; });
+    stream_.async_connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_),
+                          [&](error_code ec) { result = ec; });
     drive();
     return result;
   }

@@ -49,7 +49,8 @@ inline std::string make_review(const std::string& object_json, const std::string
          R"(","kind":{"group":")" + group + R"(","version":"v1","kind":")" + kind + R"("},"resource":{"group":")" +
          group + R"(","version":"v1","resource":")" + resource + R"("},"namespace":")" + ns +
          R"(","operation":"CREATE","userInfo":{"username":"kubernetes-admin","groups":["system:masters"]},"object":)" +
-         object_json + R"(,"oldObject":null,"dryRun":false,"options":{"kind":"CreateOptions","apiVersion":"meta.k8s.io/v1"}}})";
+         object_json +
+         R"(,"oldObject":null,"dryRun":false,"options":{"kind":"CreateOptions","apiVersion":"meta.k8s.io/v1"}}})";
 }
 
 /// The outcome of one policy call checked against the oracle.

@@ -1,6 +1,8 @@
 #include "scheduler/allocation.h"
 #include "scheduler/text.h"
 
+#include <boost/json/serialize.hpp>
+
 #include <charconv>
 #include <limits>
 
@@ -97,6 +99,33 @@ bool has_devices(const PodDevices& devices) {
     }
   }
   return false;
+}
+
+boost::json::object allocation_annotations(std::string_view node, const PodDevices& devices, int64_t now_unix) {
+  boost::json::object a;
+  std::string encoded = encode_pod_devices(devices);
+  a[kVgpuNodeAnnotation] = node;
+  a[kVgpuTimeAnnotation] = std::to_string(now_unix);
+  a[kDevicesToAllocateAnnotation] = encoded;
+  a[kDevicesAllocatedAnnotation] = encoded;
+  return a;
+}
+
+std::string allocation_patch(std::string_view node, const PodDevices& devices, std::string_view resource_version,
+                             int64_t now_unix) {
+  boost::json::object annotations = allocation_annotations(node, devices, now_unix);
+  annotations[kBindPhaseAnnotation] = kBindPhaseAllocating;
+  annotations[kBindTimeAnnotation] = std::to_string(now_unix);
+  boost::json::object meta;
+  if (!resource_version.empty()) {
+    meta["resourceVersion"] = resource_version;
+  }
+  meta["annotations"] = std::move(annotations);
+  // Label values are at most 63 characters; a longer node name keeps only the annotation (HAMi would fail).
+  if (node.size() <= 63) {
+    meta["labels"] = boost::json::object{{kVgpuNodeAnnotation, node}};
+  }
+  return boost::json::serialize(boost::json::object{{"metadata", std::move(meta)}});
 }
 
 }  // namespace gpuslice::scheduler

@@ -1,12 +1,15 @@
 #pragma once
 // Allocation codec: the device strings the scheduler writes on a pod and the device plugin consumes
-// (hami-protocol.md §4), and the names of the other scheduler-owned annotations. Pure.
+// (hami-protocol.md §4), the names of the other scheduler-owned annotations, and the annotations and merge
+// patch that carry a placement to the pod. Pure.
 //
 // Device string: per device `UUID,NVIDIA,<memMiB>,<cores>:`, each container slot ends with `;`, init containers
 // first, then app containers, EVERY slot kept (an empty slot is just `;`), e.g. init i0 (1 GPU), app c0 (none),
 // app c1 (2 GPUs):  `GPU-a,NVIDIA,2000,20:;;GPU-b,NVIDIA,3000,30:GPU-c,NVIDIA,3000,30:;`
 
 #include "common/result.h"
+
+#include <boost/json/object.hpp>
 
 #include <cstdint>
 #include <string>
@@ -52,5 +55,15 @@ Result<PodDevices> decode_pod_devices(std::string_view text);
 
 /// True when some slot holds a device of the vendor word (HAMi's "anything left to allocate" test).
 bool has_devices(const PodDevices& devices);
+
+/// The annotations the scheduler writes on a pod placed on `node` with `devices`: hami.io/vgpu-node,
+/// hami.io/vgpu-time (unix seconds), hami.io/vgpu-devices-to-allocate and -allocated (identical).
+boost::json::object allocation_annotations(std::string_view node, const PodDevices& devices, int64_t now_unix);
+
+/// The merge patch written on a placed pod: metadata.resourceVersion (precondition, when non-empty), the
+/// allocation annotations, bind-phase=allocating, bind-time, and the hami.io/vgpu-node label (only when the node
+/// name fits a label value, at most 63 characters).
+std::string allocation_patch(std::string_view node, const PodDevices& devices, std::string_view resource_version,
+                             int64_t now_unix);
 
 }  // namespace gpuslice::scheduler

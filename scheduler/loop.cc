@@ -1,8 +1,8 @@
 #include "scheduler/loop.h"
 
 #include "common/log.h"
-#include "common/metrics.h"
 #include "scheduler/allocation.h"
+#include "scheduler/loop_metrics.h"
 #include "scheduler/pod_info.h"
 
 #include <boost/asio/as_tuple.hpp>
@@ -19,30 +19,12 @@ namespace gpuslice::scheduler {
 namespace {
 
 namespace asio = boost::asio;
-using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
 constexpr auto kAwait = asio::as_tuple(asio::use_awaitable);
 
 int64_t unix_seconds(WallTime t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
-}
-
-std::string str_at(const boost::json::object& o, std::string_view pointer) {
-  return kube::string_at(o, pointer);
-}
-
-std::string annotation(const boost::json::object& pod, std::string_view key) {
-  const auto* meta = pod.if_contains("metadata");
-  if (meta == nullptr || !meta->is_object()) {
-    return {};
-  }
-  const auto* ann = meta->get_object().if_contains("annotations");
-  if (ann == nullptr || !ann->is_object()) {
-    return {};
-  }
-  const auto* v = ann->get_object().if_contains(key);
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
 }
 
 std::optional<std::string> optional_annotation(const boost::json::object& obj, std::string_view key) {
@@ -59,6 +41,10 @@ std::optional<std::string> optional_annotation(const boost::json::object& obj, s
     return std::nullopt;
   }
   return std::string(v->get_string());
+}
+
+std::string annotation(const boost::json::object& obj, std::string_view key) {
+  return optional_annotation(obj, key).value_or(std::string());
 }
 
 bool finished_phase(std::string_view phase) {
@@ -80,27 +66,26 @@ bool deleting(const boost::json::object& obj) {
          !meta->get_object().at("deletionTimestamp").is_null();
 }
 
-// True when the pod's PodScheduled condition already says exactly this: no need to patch it again.
-bool condition_matches(const boost::json::object& pod, std::string_view message) {
-  const auto* status = pod.if_contains("status");
-  if (status == nullptr || !status->is_object()) {
-    return false;
-  }
-  const auto* conds = status->get_object().if_contains("conditions");
-  if (conds == nullptr || !conds->is_array()) {
-    return false;
-  }
-  for (const auto& c : conds->get_array()) {
-    if (!c.is_object()) {
-      continue;
-    }
-    const auto& o = c.get_object();
-    if (str_at(o, "/type") == "PodScheduled") {
-      return str_at(o, "/status") == "False" && str_at(o, "/reason") == "Unschedulable" &&
-             str_at(o, "/message") == message;
+// What can change a fit: labels, spec (taints, unschedulable), allocatable, the register and cordon
+// annotations. Heartbeats (conditions) and the lock do not.
+std::string fit_fingerprint(const boost::json::object& node) {
+  boost::json::object fp;
+  if (const auto* m = node.if_contains("metadata"); m != nullptr && m->is_object()) {
+    if (const auto* l = m->get_object().if_contains("labels")) {
+      fp["l"] = *l;
     }
   }
-  return false;
+  if (const auto* s = node.if_contains("spec")) {
+    fp["s"] = *s;
+  }
+  if (const auto* st = node.if_contains("status"); st != nullptr && st->is_object()) {
+    if (const auto* a = st->get_object().if_contains("allocatable")) {
+      fp["a"] = *a;
+    }
+  }
+  fp["r"] = annotation(node, kNodeRegisterAnnotation);
+  fp["c"] = annotation(node, kDeviceCordonAnnotation);
+  return boost::json::serialize(fp);
 }
 
 bool app_containers_want_gpu(const PodInfo& info) {
@@ -108,161 +93,7 @@ bool app_containers_want_gpu(const PodInfo& info) {
                      [](const ContainerGpuRequest& c) { return !c.init && c.gpus > 0; });
 }
 
-// ---- metrics ----
-
-struct CardRow {
-  std::string node, uuid, type;
-  double mem_used_bytes, mem_total_bytes, cores_used_ratio, slots_used, slots_total;
-};
-
-struct Metrics {
-  metrics::Family<metrics::Counter>& attempts;
-  metrics::HistogramFamily& e2e;
-  metrics::Family<metrics::Gauge>& pending;
-  metrics::Family<metrics::Gauge>& binds_in_flight;
-  metrics::Family<metrics::Counter>& lock_ops;
-  metrics::Family<metrics::Counter>& events_dropped;
-  std::mutex cards_mutex;
-  std::vector<CardRow> cards;
-
-  static Metrics& get() {
-    static Metrics* m = [] {
-      auto& r = metrics::default_registry();
-      auto* out = new Metrics{
-          r.counter("gpuslice_scheduler_schedule_attempts_total",
-                    "Scheduling attempts by result (scheduled, unschedulable, error).", {"result"}),
-          r.histogram("gpuslice_scheduler_e2e_scheduling_duration_seconds",
-                      "From first seeing a pending pod to its successful binding.", {},
-                      metrics::exponential_buckets(0.001, 2, 18)),
-          r.gauge("gpuslice_scheduler_pending_pods", "Pods in the scheduling queue by state.", {"queue"}),
-          r.gauge("gpuslice_scheduler_binds_in_flight", "Decisions being written and bound.", {}),
-          r.counter("gpuslice_scheduler_node_lock_operations_total",
-                    "hami.io/mutex.lock operations by the scheduler (taken, released_bind_failed, released_expired, "
-                    "released_owner_gone).",
-                    {"operation"}),
-          r.counter("gpuslice_scheduler_side_effects_dropped_total",
-                    "Events and status patches dropped because too many were in flight.", {}),
-          {},
-          {}};
-      r.add_collector([out](std::string& text) {
-        std::lock_guard lock(out->cards_mutex);
-        auto family = [&](const char* name, const char* help, double CardRow::*field) {
-          text += "# HELP ";
-          text += name;
-          text += ' ';
-          text += help;
-          text += "\n# TYPE ";
-          text += name;
-          text += " gauge\n";
-          for (const auto& c : out->cards) {
-            text += name;
-            text += "{node=\"" + metrics::escape_label_value(c.node) + "\",device_uuid=\"" +
-                    metrics::escape_label_value(c.uuid) + "\",device_type=\"" + metrics::escape_label_value(c.type) +
-                    "\"} " + metrics::format_value(c.*field) + "\n";
-          }
-        };
-        if (out->cards.empty()) {
-          return;
-        }
-        family("gpuslice_scheduler_card_memory_allocated_bytes", "GPU memory allocated on a card.",
-               &CardRow::mem_used_bytes);
-        family("gpuslice_scheduler_card_memory_bytes", "GPU memory registered for a card.", &CardRow::mem_total_bytes);
-        family("gpuslice_scheduler_card_core_allocated_ratio", "Share of a card's cores allocated (0..1).",
-               &CardRow::cores_used_ratio);
-        family("gpuslice_scheduler_card_shared_count", "Containers sharing a card.", &CardRow::slots_used);
-        family("gpuslice_scheduler_card_slots", "Time-slicing slots of a card.", &CardRow::slots_total);
-      });
-      return out;
-    }();
-    return *m;
-  }
-};
-
 }  // namespace
-
-// ---- pure helpers --------------------------------------------------------------------------------------------
-
-PodBrief brief_of(const boost::json::object& pod) {
-  PodBrief b;
-  b.uid = kube::uid_of(pod);
-  b.node_name = str_at(pod, "/spec/nodeName");
-  b.vgpu_node = annotation(pod, kVgpuNodeAnnotation);
-  b.bind_phase = annotation(pod, kBindPhaseAnnotation);
-  b.phase = str_at(pod, "/status/phase");
-  return b;
-}
-
-LockOwnerState classify_lock_owner(const std::optional<PodBrief>& owner, std::string_view node, bool binding_now) {
-  if (binding_now) {
-    return LockOwnerState::active;
-  }
-  if (!owner) {
-    return LockOwnerState::deleted;
-  }
-  if (finished_phase(owner->phase)) {
-    return LockOwnerState::finished;
-  }
-  if (owner->vgpu_node == node && owner->bind_phase == kBindPhaseAllocating &&
-      (owner->node_name.empty() || owner->node_name == node)) {
-    return LockOwnerState::active;
-  }
-  return LockOwnerState::stale;
-}
-
-std::string allocation_patch(const Decision& decision, std::string_view resource_version, int64_t now_unix) {
-  boost::json::object annotations = allocation_annotations(decision, now_unix);
-  annotations[kBindPhaseAnnotation] = kBindPhaseAllocating;
-  annotations[kBindTimeAnnotation] = std::to_string(now_unix);
-  boost::json::object meta;
-  if (!resource_version.empty()) {
-    meta["resourceVersion"] = resource_version;
-  }
-  meta["annotations"] = std::move(annotations);
-  // Label values are at most 63 characters; a longer node name keeps only the annotation (HAMi would fail).
-  if (decision.node.size() <= 63) {
-    meta["labels"] = boost::json::object{{kVgpuNodeAnnotation, decision.node}};
-  }
-  return boost::json::serialize(boost::json::object{{"metadata", std::move(meta)}});
-}
-
-std::string node_lock_patch(std::string_view resource_version, const std::optional<std::string>& value) {
-  boost::json::object meta;
-  if (!resource_version.empty()) {
-    meta["resourceVersion"] = resource_version;
-  }
-  boost::json::object ann;
-  if (value) {
-    ann[kNodeLockAnnotation] = *value;
-  } else {
-    ann[kNodeLockAnnotation] = nullptr;  // merge patch: null deletes the key
-  }
-  meta["annotations"] = std::move(ann);
-  return boost::json::serialize(boost::json::object{{"metadata", std::move(meta)}});
-}
-
-std::string filtering_failed_note(const Decision& decision) {
-  std::map<std::string, std::vector<std::string>> by_reason;
-  for (const auto& f : decision.failures) {
-    for (const auto& r : f.reasons) {
-      by_reason[r].push_back(f.node);
-    }
-  }
-  std::string out = "no available node, " + std::to_string(decision.failures.size()) + " nodes do not meet";
-  bool first = true;
-  for (const auto& [reason, nodes] : by_reason) {
-    out += first ? ": " : "; ";
-    first = false;
-    out += std::to_string(nodes.size()) + " nodes " + reason + "(";
-    for (size_t i = 0; i < nodes.size() && i < 10; ++i) {
-      out += (i ? ", " : "") + nodes[i];
-    }
-    if (nodes.size() > 10) {
-      out += ", ...";
-    }
-    out += ")";
-  }
-  return out;
-}
 
 // ---- the loop ------------------------------------------------------------------------------------------------
 
@@ -287,9 +118,37 @@ SchedulingLoop::SchedulingLoop(asio::any_io_executor executor, LoopOptions optio
       snapshot_(options_.devices),
       queue_(QueueOptions{options_.queue_capacity, milliseconds(1000),
                           std::max(options_.scheduler.max_backoff, milliseconds(1000))}),
+      locker_(executor, NodeLockerOptions{options_.scheduler.node_lock_timeout, options_.lock_wait, options_.clock},
+              api_,
+              NodeLocker::Hooks{
+                  .may_write = [this] { return !stopped_ && active_; },
+                  .may_sweep = [this] { return !stopped_ && active_ && synced_; },
+                  .cached_owner = [this](const std::string& ns, const std::string& pod,
+                                         const std::string& node) { return cached_lock_owner(ns, pod, node); },
+                  .node_written = [this](const boost::json::object& node) { apply_node(node, false); },
+                  .spawn = [this](asio::awaitable<void> task) { spawn(std::move(task)); },
+              }),
+      reporter_(LoopReporterOptions{options_.identity, options_.max_side_effects_in_flight, options_.event_interval,
+                                    options_.clock},
+                api_, [this](asio::awaitable<void> task) { spawn(std::move(task)); }),
       wake_timer_(executor),
       sweep_timer_(executor) {
-  (void)Metrics::get();
+  (void)LoopMetrics::get();
+}
+
+LoopStats SchedulingLoop::stats() const {
+  LoopStats s = stats_;
+  s.locks_taken = locker_.taken();
+  s.locks_released = locker_.released();
+  s.events_dropped = reporter_.dropped();
+  return s;
+}
+
+void SchedulingLoop::spawn(asio::awaitable<void> task) {
+  auto keep = [](std::shared_ptr<SchedulingLoop>, asio::awaitable<void> t) -> asio::awaitable<void> {
+    co_await std::move(t);
+  };
+  asio::co_spawn(executor_, keep(shared_from_this(), std::move(task)), asio::detached);
 }
 
 SchedulingLoop::~SchedulingLoop() = default;
@@ -298,11 +157,7 @@ void SchedulingLoop::stop() {
   stopped_ = true;
   wake_timer_.cancel();
   sweep_timer_.cancel();
-  for (auto& [node, waiters] : node_waiters_) {
-    for (auto& t : waiters) {
-      t->cancel();
-    }
-  }
+  locker_.stop();
 }
 
 void SchedulingLoop::wake() {
@@ -389,19 +244,14 @@ void SchedulingLoop::apply_pod(const boost::json::object& pod, bool deleted) {
     briefs_.erase(skey);
     pending_.erase(key);
     queue_.forget(key);
-    reported_.erase(key);
+    reporter_.forget(key);
     recent_binds_.erase(key);
     if (had) {
       // A pod that held cpu, memory or a slice is gone: everything waiting may fit now (HAMi #1368).
       queue_.move_all_to_active(now);
       wake();
     }
-    for (const auto& node : std::vector<std::string>(locked_nodes_.begin(), locked_nodes_.end())) {
-      auto meta = nodes_.find(node);
-      if (meta != nodes_.end() && lock_held_by(meta->second.lock, key.ns, key.name)) {
-        check_node_lock(node);
-      }
-    }
+    locker_.check_held_by(key.ns, key.name);
     return;
   }
   const bool phase_changed = [&] {
@@ -412,7 +262,7 @@ void SchedulingLoop::apply_pod(const boost::json::object& pod, bool deleted) {
   if (auto st = snapshot_.upsert_pod(pod); !st) {
     log::warning("pod counted without its bad field", {{"pod", skey}, {"error", st.message()}});
   }
-  const bool ours = str_at(pod, "/spec/schedulerName") == options_.scheduler_name && brief.node_name.empty() &&
+  const bool ours = kube::string_at(pod, "/spec/schedulerName") == options_.scheduler_name && brief.node_name.empty() &&
                     !deleting(pod) && !has_scheduling_gates(pod);
   if (ours) {
     if (auto rb = recent_binds_.find(key); rb != recent_binds_.end()) {
@@ -433,17 +283,12 @@ void SchedulingLoop::apply_pod(const boost::json::object& pod, bool deleted) {
     recent_binds_.erase(key);
     if (pending_.erase(key) != 0) {
       queue_.forget(key);
-      reported_.erase(key);
+      reporter_.forget(key);
     }
   }
   if (phase_changed && (brief.bind_phase == kBindPhaseSuccess || brief.bind_phase == kBindPhaseFailed)) {
     // The device plugin finished this pod: a lock naming it must go (the plugin normally releases it).
-    for (const auto& node : std::vector<std::string>(locked_nodes_.begin(), locked_nodes_.end())) {
-      auto meta = nodes_.find(node);
-      if (meta != nodes_.end() && lock_held_by(meta->second.lock, key.ns, key.name)) {
-        check_node_lock(node);
-      }
-    }
+    locker_.check_held_by(key.ns, key.name);
   }
 }
 
@@ -457,7 +302,7 @@ void SchedulingLoop::on_node_event(const kube::ReflectorEvent& event) {
         apply_node(item, false);
       }
       std::vector<std::string> gone;
-      for (const auto& [name, meta] : nodes_) {
+      for (const auto& [name, fingerprint] : nodes_) {
         if (!seen.count(name)) {
           gone.push_back(name);
         }
@@ -489,57 +334,24 @@ void SchedulingLoop::apply_node(const boost::json::object& node, bool deleted) {
   if (deleted) {
     snapshot_.remove_node(name);
     nodes_.erase(name);
-    locked_nodes_.erase(name);
-    notify_node(name);
+    locker_.forget(name);
     return;
   }
-  NodeMeta meta;
-  meta.resource_version = kube::resource_version_of(node);
-  meta.lock = optional_annotation(node, kNodeLockAnnotation);
-  // What can change a fit: labels, spec (taints, unschedulable), allocatable, the register and cordon
-  // annotations. Heartbeats (conditions) and the lock do not.
-  {
-    boost::json::object fp;
-    if (const auto* m = node.if_contains("metadata"); m != nullptr && m->is_object()) {
-      if (const auto* l = m->get_object().if_contains("labels")) {
-        fp["l"] = *l;
-      }
-    }
-    if (const auto* s = node.if_contains("spec")) {
-      fp["s"] = *s;
-    }
-    if (const auto* st = node.if_contains("status"); st != nullptr && st->is_object()) {
-      if (const auto* a = st->get_object().if_contains("allocatable")) {
-        fp["a"] = *a;
-      }
-    }
-    fp["r"] = annotation(node, kNodeRegisterAnnotation);
-    fp["c"] = annotation(node, kDeviceCordonAnnotation);
-    meta.fingerprint = boost::json::serialize(fp);
-  }
+  std::string fingerprint = fit_fingerprint(node);
   auto it = nodes_.find(name);
-  const bool changed = it == nodes_.end() || it->second.fingerprint != meta.fingerprint;
+  const bool changed = it == nodes_.end() || it->second != fingerprint;
   if (changed) {
     if (auto st = snapshot_.upsert_node(node); !st) {
       log::warning("node left unregistered", {{"node", name}, {"error", st.message()}});
     }
   }
-  const bool lock_changed = it == nodes_.end() || it->second.lock != meta.lock;
-  nodes_[name] = std::move(meta);
-  const auto& stored = nodes_[name];
-  if (stored.lock) {
-    locked_nodes_.insert(name);
-  } else {
-    locked_nodes_.erase(name);
-  }
+  nodes_[name] = std::move(fingerprint);
   if (changed) {
     queue_.move_all_to_active(options_.clock.steady());
     wake();
   }
-  notify_node(name);
-  if (lock_changed && stored.lock) {
-    check_node_lock(name);
-  }
+  // Last: the locker may start a janitor task that reads what this event stored.
+  locker_.observe(name, kube::resource_version_of(node), optional_annotation(node, kNodeLockAnnotation));
 }
 
 void SchedulingLoop::on_quota_event(const kube::ReflectorEvent& event) {
@@ -620,8 +432,9 @@ asio::awaitable<void> SchedulingLoop::run() {
   }
 }
 
+// Runs only from run(), while synced, active and not stopped: its reports need no leadership check.
 void SchedulingLoop::schedule_one(const PodKey& key) {
-  auto& m = Metrics::get();
+  auto& m = LoopMetrics::get();
   auto it = pending_.find(key);
   if (it == pending_.end()) {
     queue_.done(key);
@@ -635,7 +448,7 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
     ++stats_.unschedulable;
     m.attempts.with({"unschedulable"}).inc();
     queue_.done_unschedulable(key, now);
-    report_unschedulable(key, pod, "pod " + key.str() + ": " + info.message(), "");
+    reporter_.unschedulable(key, pod, "pod " + key.str() + ": " + info.message(), "");
     return;
   }
   // HAMi drops the pod's old reservation before filtering; so do we (an earlier attempt may have annotated it).
@@ -647,7 +460,7 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
     m.attempts.with({"unschedulable"}).inc();
     queue_.done_unschedulable(key, now);
     log::info("pod unschedulable", {{"pod", key.str()}, {"message", d.message}}, 2);
-    report_unschedulable(key, pod, d.message, info->gpu.any() ? filtering_failed_note(d) : std::string());
+    reporter_.unschedulable(key, pod, d.message, info->gpu.any() ? filtering_failed_note(d) : std::string());
     return;
   }
   if (auto st = snapshot_.assume(*info, d.node, d.devices, unix_seconds(wall)); !st) {
@@ -681,7 +494,7 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
 
 asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
   auto self = shared_from_this();
-  auto& m = Metrics::get();
+  auto& m = LoopMetrics::get();
   const PodKey key = b->key;
   const std::string& node = b->decision.node;
   enum class Outcome { bound, gone, retry, conflict } outcome = Outcome::retry;
@@ -694,8 +507,9 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
       break;
     }
     if (b->info.gpu.any()) {
-      auto r = co_await api_->patch_pod(
-          key.ns, key.name, allocation_patch(b->decision, b->resource_version, unix_seconds(options_.clock.wall())));
+      auto r = co_await api_->patch_pod(key.ns, key.name,
+                                        allocation_patch(b->decision.node, b->decision.devices, b->resource_version,
+                                                         unix_seconds(options_.clock.wall())));
       if (!r) {
         if (r.error().is_not_found()) {
           outcome = Outcome::gone;
@@ -718,7 +532,7 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
       b->uid = kube::uid_of(*r).empty() ? b->uid : kube::uid_of(*r);
     }
     if (b->needs_lock) {
-      lock_taken = co_await acquire_lock(*b);
+      lock_taken = co_await locker_.acquire(node, key);
       if (!lock_taken) {
         failure = "node lock on " + node + " not acquired within " + std::to_string(options_.lock_wait.count()) + "ms";
         break;
@@ -769,8 +583,8 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
       m.e2e.with({}).observe(std::chrono::duration<double>(now - b->first_seen).count());
       recent_binds_[key] = {node, now};
       queue_.done(key);
-      reported_.erase(key);
-      emit_event(b->event_ref, "Scheduled", "Normal", "Successfully assigned " + key.str() + " to " + node);
+      reporter_.forget(key);
+      reporter_.event(b->event_ref, "Scheduled", "Normal", "Successfully assigned " + key.str() + " to " + node);
       pending_.erase(key);
       log::info("pod bound", {{"pod", key.str()}, {"node", node}}, 1);
       break;
@@ -779,7 +593,7 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
       snapshot_.forget(key.ns, key.name);
       queue_.done(key);
       if (lock_taken) {
-        co_await release_lock(node, key.ns, key.name, "owner deleted");
+        co_await locker_.release(node, key.ns, key.name, "owner deleted");
       }
       break;
     case Outcome::retry:
@@ -787,10 +601,10 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
       m.attempts.with({"error"}).inc();
       log::warning("binding failed; retrying", {{"pod", key.str()}, {"node", node}, {"error", failure}});
       if (auto pit = pending_.find(key); pit != pending_.end() && !failure.empty() && !stopped_ && active_) {
-        emit_event(pit->second.object, "BindingFailed", "Warning", failure);
+        reporter_.event(pit->second.object, "BindingFailed", "Warning", failure);
       }
       if (lock_taken) {
-        co_await release_lock(node, key.ns, key.name, "bind failed");
+        co_await locker_.release(node, key.ns, key.name, "bind failed");
       }
       snapshot_.forget(key.ns, key.name);
       // Capacity the assumption held may be free again for others; this pod itself backs off (done_error
@@ -804,312 +618,19 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
 
 // ---- node lock ----
 
-asio::awaitable<LockOwnerState> SchedulingLoop::owner_state(const std::string& ns, const std::string& pod,
-                                                            const std::string& node) {
+std::optional<LockOwnerState> SchedulingLoop::cached_lock_owner(const std::string& ns, const std::string& pod,
+                                                                const std::string& node) const {
   const PodKey key{ns, pod};
-  bool binding_now = false;
   if (auto it = binders_.find(key); it != binders_.end() && it->second == node) {
-    binding_now = true;
+    return LockOwnerState::active;
   }
   if (auto it = recent_binds_.find(key); it != recent_binds_.end() && it->second.first == node) {
-    binding_now = true;
-  }
-  if (binding_now) {
-    co_return LockOwnerState::active;
+    return LockOwnerState::active;
   }
   if (auto it = briefs_.find(ns + "/" + pod); it != briefs_.end()) {
-    co_return classify_lock_owner(it->second, node, false);
+    return classify_lock_owner(it->second, node, false);
   }
-  // Not in the cache: finished pods leave the watch; a brand-new pod may not have arrived. Ask.
-  auto r = co_await api_->get_pod(ns, pod);
-  if (!r) {
-    if (r.error().is_not_found()) {
-      co_return LockOwnerState::deleted;
-    }
-    co_return LockOwnerState::active;  // cannot tell: do not steal
-  }
-  co_return classify_lock_owner(brief_of(*r), node, false);
-}
-
-asio::awaitable<bool> SchedulingLoop::acquire_lock(Binding& b) {
-  const std::string node = b.decision.node;
-  auto& line = lock_lines_[node];
-  line.push_back(b.key);
-  // Leaving the line (taken, given up or stopped) lets the next binder of this node try.
-  struct Leave {
-    SchedulingLoop* self;
-    std::string node;
-    PodKey key;
-    ~Leave() {
-      auto it = self->lock_lines_.find(node);
-      if (it != self->lock_lines_.end()) {
-        auto& l = it->second;
-        l.erase(std::remove(l.begin(), l.end(), key), l.end());
-        if (l.empty()) {
-          self->lock_lines_.erase(it);
-        }
-      }
-      self->notify_node(node);
-    }
-  } leave{this, node, b.key};
-  const auto deadline = options_.clock.steady() + options_.lock_wait;
-  while (!stopped_ && active_) {
-    if (auto it = lock_lines_.find(node);
-        it != lock_lines_.end() && !it->second.empty() && !(it->second.front() == b.key)) {
-      const auto now = options_.clock.steady();
-      if (now >= deadline) {
-        co_return false;
-      }
-      co_await wait_node_change(node, std::min(duration_cast<milliseconds>(deadline - now), milliseconds(2000)));
-      continue;
-    }
-    auto mit = nodes_.find(node);
-    if (mit == nodes_.end()) {
-      co_return false;
-    }
-    LockDecision d = decide_node_lock(node, mit->second.lock, b.key.ns, b.key.name, options_.clock.wall(),
-                                      options_.scheduler.node_lock_timeout);
-    if (d.action == LockAction::lookup_owner) {
-      const std::string seen_value = *mit->second.lock;
-      LockOwnerState owner = co_await owner_state(d.holder_ns, d.holder_pod, node);
-      mit = nodes_.find(node);
-      if (mit == nodes_.end()) {
-        co_return false;
-      }
-      if (mit->second.lock != seen_value) {
-        continue;  // changed while we looked: judge the new value
-      }
-      d = decide_node_lock(node, mit->second.lock, b.key.ns, b.key.name, options_.clock.wall(),
-                           options_.scheduler.node_lock_timeout, owner);
-    }
-    switch (d.action) {
-      case LockAction::already_ours:
-        co_return true;
-      case LockAction::take:
-      case LockAction::take_expired:
-      case LockAction::take_owner_gone: {
-        if (d.action != LockAction::take) {
-          log::info("taking over node lock", {{"node", node}, {"pod", b.key.str()}, {"reason", d.reason}});
-          Metrics::get()
-              .lock_ops.with({d.action == LockAction::take_expired ? "released_expired" : "released_owner_gone"})
-              .inc();
-        }
-        auto r = co_await api_->patch_node(
-            node, node_lock_patch(mit->second.resource_version,
-                                  format_node_lock(options_.clock.wall(), b.key.ns, b.key.name)));
-        if (r) {
-          apply_node(*r, false);
-          ++stats_.locks_taken;
-          Metrics::get().lock_ops.with({"taken"}).inc();
-          co_return true;
-        }
-        if (r.error().is_not_found()) {
-          co_return false;
-        }
-        if (r.error().is_conflict()) {
-          // Someone changed the node (often: the previous owner's release). Read it now rather than wait for
-          // the watch.
-          auto g = co_await api_->get_node(node);
-          if (g) {
-            apply_node(*g, false);
-          }
-          continue;
-        }
-        log::warning("node lock patch failed", {{"node", node}, {"error", r.error().to_string()}});
-        break;
-      }
-      case LockAction::lookup_owner:
-      case LockAction::contention:
-        break;
-    }
-    const auto now = options_.clock.steady();
-    if (now >= deadline) {
-      co_return false;
-    }
-    auto wait = duration_cast<milliseconds>(deadline - now);
-    wait = std::min(wait, milliseconds(2000));  // re-judge now and then even without node events
-    if (d.action == LockAction::contention && d.expires_in > milliseconds(0)) {
-      wait = std::min(wait, d.expires_in + milliseconds(10));
-    }
-    co_await wait_node_change(node, wait);
-  }
-  co_return false;
-}
-
-asio::awaitable<void> SchedulingLoop::release_lock(std::string node, std::string ns, std::string pod, std::string why) {
-  for (int attempt = 0; attempt < 4 && !stopped_; ++attempt) {
-    auto mit = nodes_.find(node);
-    if (mit == nodes_.end() || !lock_held_by(mit->second.lock, ns, pod)) {
-      co_return;
-    }
-    auto r = co_await api_->patch_node(node, node_lock_patch(mit->second.resource_version, std::nullopt));
-    if (r) {
-      apply_node(*r, false);
-      ++stats_.locks_released;
-      Metrics::get().lock_ops.with({"released_bind_failed"}).inc();
-      log::info("released node lock", {{"node", node}, {"pod", ns + "/" + pod}, {"reason", why}}, 1);
-      co_return;
-    }
-    if (r.error().is_not_found()) {
-      co_return;
-    }
-    auto g = co_await api_->get_node(node);
-    if (g) {
-      apply_node(*g, false);
-    }
-  }
-}
-
-void SchedulingLoop::check_node_lock(const std::string& node) {
-  if (!active_ || !synced_ || stopped_ || janitor_busy_.count(node)) {
-    return;
-  }
-  auto mit = nodes_.find(node);
-  if (mit == nodes_.end() || !mit->second.lock) {
-    return;
-  }
-  janitor_busy_.insert(node);
-  auto task = [](std::shared_ptr<SchedulingLoop> self, std::string n) -> asio::awaitable<void> {
-    auto nit = self->nodes_.find(n);
-    if (nit != self->nodes_.end() && nit->second.lock) {
-      const std::string value = *nit->second.lock;
-      const auto timeout = self->options_.scheduler.node_lock_timeout;
-      // An empty pod name never matches a holder: this asks "could anyone take it?".
-      LockDecision d = decide_node_lock(n, value, "", "", self->options_.clock.wall(), timeout);
-      if (d.action == LockAction::lookup_owner) {
-        auto owner = co_await self->owner_state(d.holder_ns, d.holder_pod, n);
-        d = decide_node_lock(n, value, "", "", self->options_.clock.wall(), timeout, owner);
-      }
-      if (d.action == LockAction::take_expired || d.action == LockAction::take_owner_gone) {
-        for (int attempt = 0; attempt < 3 && !self->stopped_ && self->active_; ++attempt) {
-          nit = self->nodes_.find(n);
-          if (nit == self->nodes_.end() || nit->second.lock != value) {
-            break;  // changed meanwhile: the next event judges again
-          }
-          auto r = co_await self->api_->patch_node(n, node_lock_patch(nit->second.resource_version, std::nullopt));
-          if (r) {
-            self->apply_node(*r, false);
-            ++self->stats_.locks_released;
-            Metrics::get()
-                .lock_ops.with({d.action == LockAction::take_expired ? "released_expired" : "released_owner_gone"})
-                .inc();
-            log::info("released stale node lock", {{"node", n}, {"reason", d.reason}});
-            break;
-          }
-          if (r.error().is_not_found()) {
-            break;
-          }
-          auto g = co_await self->api_->get_node(n);
-          if (g) {
-            self->apply_node(*g, false);
-          }
-        }
-      }
-    }
-    self->janitor_busy_.erase(n);
-  };
-  asio::co_spawn(executor_, task(shared_from_this(), node), asio::detached);
-}
-
-asio::awaitable<void> SchedulingLoop::wait_node_change(const std::string& node, milliseconds max_wait) {
-  auto timer = std::make_shared<asio::steady_timer>(executor_);
-  timer->expires_after(max_wait);
-  node_waiters_[node].push_back(timer);
-  co_await timer->async_wait(kAwait);
-  auto it = node_waiters_.find(node);
-  if (it != node_waiters_.end()) {
-    auto& v = it->second;
-    v.erase(std::remove(v.begin(), v.end(), timer), v.end());
-    if (v.empty()) {
-      node_waiters_.erase(it);
-    }
-  }
-}
-
-void SchedulingLoop::notify_node(const std::string& node) {
-  auto it = node_waiters_.find(node);
-  if (it == node_waiters_.end()) {
-    return;
-  }
-  auto waiters = std::move(it->second);
-  node_waiters_.erase(it);
-  for (auto& t : waiters) {
-    t->cancel();
-  }
-}
-
-// ---- reporting ----
-
-bool SchedulingLoop::side_effect_slot() {
-  if (side_effects_ >= options_.max_side_effects_in_flight) {
-    ++stats_.events_dropped;
-    Metrics::get().events_dropped.with({}).inc();
-    return false;
-  }
-  return true;
-}
-
-void SchedulingLoop::report_unschedulable(const PodKey& key, const boost::json::object& pod, const std::string& message,
-                                          const std::string& hami_note) {
-  if (!active_ || stopped_) {
-    return;
-  }
-  const auto now = options_.clock.steady();
-  auto& rep = reported_[key];
-  if (rep.at != SteadyTime{} && rep.message == message && now - rep.at < options_.event_interval) {
-    return;
-  }
-  rep.message = message;
-  rep.at = now;
-  if (!condition_matches(pod, message) && side_effect_slot()) {
-    ++side_effects_;
-    kube::PodCondition c;
-    c.type = "PodScheduled";
-    c.status = "False";
-    c.reason = "Unschedulable";
-    c.message = message;
-    c.last_transition_time = options_.clock.wall();
-    auto task = [](std::shared_ptr<SchedulingLoop> self, PodKey k, kube::PodCondition cond) -> asio::awaitable<void> {
-      auto r = co_await self->api_->patch_condition(k.ns, k.name, std::move(cond));
-      if (!r && !r.error().is_not_found()) {
-        log::warning("PodScheduled condition patch failed", {{"pod", k.str()}, {"error", r.error().to_string()}});
-      }
-      --self->side_effects_;
-    };
-    asio::co_spawn(executor_, task(shared_from_this(), key, std::move(c)), asio::detached);
-  }
-  emit_event(pod, "FailedScheduling", "Warning", message);
-  if (!hami_note.empty()) {
-    emit_event(pod, "FilteringFailed", "Warning", hami_note);
-  }
-}
-
-void SchedulingLoop::emit_event(const boost::json::object& pod, std::string reason, std::string type,
-                                std::string note) {
-  if (!side_effect_slot()) {
-    return;
-  }
-  ++side_effects_;
-  kube::EventRecord e;
-  e.namespace_ = kube::namespace_of(pod);
-  e.event_time = options_.clock.wall();
-  e.reporting_instance = options_.identity;
-  e.action = reason == "Scheduled" ? "Binding" : "Scheduling";
-  e.reason = std::move(reason);
-  e.type = std::move(type);
-  e.note = std::move(note);
-  e.regarding.namespace_ = e.namespace_;
-  e.regarding.name = kube::name_of(pod);
-  e.regarding.uid = kube::uid_of(pod);
-  e.regarding.resource_version = kube::resource_version_of(pod);
-  auto task = [](std::shared_ptr<SchedulingLoop> self, kube::EventRecord ev) -> asio::awaitable<void> {
-    auto r = co_await self->api_->create_event(std::move(ev));
-    if (!r) {
-      log::info("event not recorded", {{"error", r.error().to_string()}}, 2);
-    }
-    --self->side_effects_;
-  };
-  asio::co_spawn(executor_, task(shared_from_this(), std::move(e)), asio::detached);
+  return std::nullopt;
 }
 
 // ---- sweeper ----
@@ -1122,9 +643,7 @@ void SchedulingLoop::sweep() {
   for (auto it = recent_binds_.begin(); it != recent_binds_.end();) {
     it = now - it->second.second > std::chrono::seconds(60) ? recent_binds_.erase(it) : std::next(it);
   }
-  for (auto it = reported_.begin(); it != reported_.end();) {
-    it = pending_.count(it->first) ? std::next(it) : reported_.erase(it);
-  }
+  reporter_.retain([this](const PodKey& key) { return pending_.count(key) != 0; });
   for (auto it = conflict_retries_.begin(); it != conflict_retries_.end();) {
     it = pending_.count(it->first) ? std::next(it) : conflict_retries_.erase(it);
   }
@@ -1139,14 +658,12 @@ void SchedulingLoop::sweep() {
     }
     wake();
   }
-  for (const auto& node : std::vector<std::string>(locked_nodes_.begin(), locked_nodes_.end())) {
-    check_node_lock(node);
-  }
+  locker_.sweep();
   update_gauges();
 }
 
 void SchedulingLoop::update_gauges() {
-  auto& m = Metrics::get();
+  auto& m = LoopMetrics::get();
   m.pending.with({"active"}).set(static_cast<double>(queue_.active_size()));
   m.pending.with({"backoff"}).set(static_cast<double>(queue_.waiting_size()));
   m.pending.with({"in_flight"}).set(static_cast<double>(queue_.in_flight_size()));

@@ -13,6 +13,11 @@
 // No fit: PodScheduled=False/Unschedulable with the core's message (pods/status strategic merge), Events
 // FailedScheduling and HAMi's FilteringFailed, rate-limited and never awaited by scheduling.
 //
+// This class is the informer bookkeeping and the bind pipeline; its other concerns are parts of their own: the
+// node-lock I/O (NodeLocker, node_locker.h), conditions and Events (LoopReporter, loop_reporter.h) and the
+// metrics (loop_metrics.h). The decisions are pure core functions: schedule(), decide_node_lock() and
+// classify_lock_owner() (node_lock.h), allocation_patch() (allocation.h), filtering_failed_note() (schedule.h).
+//
 // Crash safety: nothing lives only here. The allocation annotations are written before the lock and the bind,
 // so a restart (list of every pod) re-counts every reservation; an unbound pod of ours that carries vgpu-node
 // is simply decided again (its stale reservation dropped first) and its annotations overwritten. Locks past
@@ -25,9 +30,12 @@
 #include "common/config.h"
 #include "kube/reflector.h"
 #include "scheduler/loop_api.h"
+#include "scheduler/loop_clock.h"
 #include "scheduler/loop_queue.h"
+#include "scheduler/loop_reporter.h"
 #include "scheduler/loop_time.h"
 #include "scheduler/node_lock.h"
+#include "scheduler/node_locker.h"
 #include "scheduler/schedule.h"
 #include "scheduler/snapshot.h"
 
@@ -38,7 +46,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -49,12 +56,6 @@
 #include <vector>
 
 namespace gpuslice::scheduler {
-
-/// Injected clocks: steady for queue/backoff/deadlines, wall for annotations, locks and events.
-struct LoopClock {
-  std::function<SteadyTime()> steady = [] { return std::chrono::steady_clock::now(); };
-  std::function<WallTime()> wall = [] { return std::chrono::system_clock::now(); };
-};
 
 struct LoopOptions {
   std::string scheduler_name = "gpuslice-scheduler";
@@ -70,30 +71,6 @@ struct LoopOptions {
   std::chrono::milliseconds sweep_period{5000};     ///< lock janitor, assumption expiry, gauges
   LoopClock clock;
 };
-
-/// What the lock janitor knows of a pod (from the pod watch or a GET).
-struct PodBrief {
-  std::string uid;
-  std::string node_name;   ///< spec.nodeName
-  std::string vgpu_node;   ///< hami.io/vgpu-node
-  std::string bind_phase;  ///< hami.io/bind-phase
-  std::string phase;       ///< status.phase
-};
-PodBrief brief_of(const boost::json::object& pod);
-
-/// Whether the owner of a lock on `node` still needs it: being bound by us (`binding_now`), or unbound / bound
-/// here with vgpu-node == node and bind-phase allocating (waiting for the device plugin's Allocate). Deleted
-/// (nullopt) and Succeeded/Failed owners are gone; anything else is stale. Pure.
-LockOwnerState classify_lock_owner(const std::optional<PodBrief>& owner, std::string_view node, bool binding_now);
-
-/// The merge patch written on a placed pod: metadata.resourceVersion (precondition, when non-empty), the
-/// allocation annotations, bind-phase=allocating, bind-time, and the hami.io/vgpu-node label.
-std::string allocation_patch(const Decision& decision, std::string_view resource_version, int64_t now_unix);
-/// Merge patch of a node's lock annotation (nullopt removes it), with resourceVersion as precondition.
-std::string node_lock_patch(std::string_view resource_version, const std::optional<std::string>& value);
-/// HAMi's FilteringFailed note: "no available node, 3 nodes do not meet: 2 nodes CardInsufficientCore(a, b);
-/// 1 nodes node unregistered(c)" (reasons sorted; at most 10 node names each).
-std::string filtering_failed_note(const Decision& decision);
 
 struct LoopStats {
   uint64_t scheduled = 0;
@@ -132,9 +109,9 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   bool active() const { return active_flag_.load(); }
   const Snapshot& snapshot() const { return snapshot_; }
   const PendingQueue& queue() const { return queue_; }
-  const LoopStats& stats() const { return stats_; }
+  LoopStats stats() const;
   std::size_t binds_in_flight() const { return binders_.size(); }
-  std::size_t side_effects_in_flight() const { return side_effects_; }
+  std::size_t side_effects_in_flight() const { return reporter_.in_flight(); }
   /// Runs one janitor pass now (tests; the sweeper calls it).
   void sweep();
 
@@ -143,30 +120,18 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
     boost::json::object object;
     SteadyTime first_seen{};
   };
-  struct NodeMeta {
-    std::string resource_version;
-    std::optional<std::string> lock;
-    std::string fingerprint;  // the fields that can change a fit
-  };
   struct Binding;
 
   void apply_pod(const boost::json::object& pod, bool deleted);
   void apply_node(const boost::json::object& node, bool deleted);
   void wake();
   void schedule_one(const PodKey& key);
-  void report_unschedulable(const PodKey& key, const boost::json::object& pod, const std::string& message,
-                            const std::string& hami_note);
-  void emit_event(const boost::json::object& pod, std::string reason, std::string type, std::string note);
-  bool side_effect_slot();
   boost::asio::awaitable<void> bind_task(std::shared_ptr<Binding> b);
-  boost::asio::awaitable<bool> acquire_lock(Binding& b);
-  boost::asio::awaitable<void> release_lock(std::string node, std::string ns, std::string pod, std::string why);
-  boost::asio::awaitable<LockOwnerState> owner_state(const std::string& ns, const std::string& pod,
-                                                     const std::string& node);
-  boost::asio::awaitable<void> wait_node_change(const std::string& node, std::chrono::milliseconds max_wait);
-  void notify_node(const std::string& node);
-  void check_node_lock(const std::string& node);
+  std::optional<LockOwnerState> cached_lock_owner(const std::string& ns, const std::string& pod,
+                                                  const std::string& node) const;
   void update_gauges();
+  /// Runs a detached task on the executor, keeping the loop (and its locker and reporter) alive until it ends.
+  void spawn(boost::asio::awaitable<void> task);
 
   boost::asio::any_io_executor executor_;
   LoopOptions options_;
@@ -176,25 +141,15 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   PendingQueue queue_;
   LoopStats stats_;
 
-  std::map<PodKey, PendingPod> pending_;              // unbound pods of our schedulerName
-  std::unordered_map<std::string, PodBrief> briefs_;  // "ns/name" -> every live pod
-  std::map<std::string, NodeMeta> nodes_;
-  std::set<std::pair<std::string, std::string>> quotas_;               // ns, name
-  std::set<std::string> locked_nodes_;                                 // nodes whose lock annotation is set
-  std::set<std::string> janitor_busy_;                                 // nodes with a janitor release in flight
-  std::map<PodKey, std::string> binders_;                              // pods being bound -> node
+  std::map<PodKey, PendingPod> pending_;                  // unbound pods of our schedulerName
+  std::unordered_map<std::string, PodBrief> briefs_;      // "ns/name" -> every live pod
+  std::map<std::string, std::string> nodes_;              // name -> the fields that can change a fit (a fingerprint)
+  std::set<std::pair<std::string, std::string>> quotas_;  // ns, name
+  std::map<PodKey, std::string> binders_;                 // pods being bound -> node
   std::map<PodKey, std::pair<std::string, SteadyTime>> recent_binds_;  // bound by us lately (watch may lag)
-  struct Reported {
-    std::string message;
-    SteadyTime at{};
-  };
-  std::map<PodKey, Reported> reported_;     // last FailedScheduling per pod (rate limit)
-  std::map<PodKey, int> conflict_retries_;  // immediate re-decisions after a 409, bounded
-  std::map<std::string, std::vector<std::shared_ptr<boost::asio::steady_timer>>> node_waiters_;
-  // Binders waiting for a node's lock, in arrival order: only the head tries to take it, so a release wakes one
-  // writer instead of a herd of conflicting patches (which would also drain the client's QPS budget).
-  std::map<std::string, std::deque<PodKey>> lock_lines_;
-  std::size_t side_effects_ = 0;
+  std::map<PodKey, int> conflict_retries_;                             // immediate re-decisions after a 409, bounded
+  NodeLocker locker_;                                                  // hami.io/mutex.lock: takes, releases, janitor
+  LoopReporter reporter_;                                              // PodScheduled condition and Events
 
   boost::asio::steady_timer wake_timer_;
   boost::asio::steady_timer sweep_timer_;

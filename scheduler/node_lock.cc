@@ -1,5 +1,11 @@
 #include "scheduler/node_lock.h"
 
+#include "scheduler/text.h"
+
+#include <boost/json/serialize.hpp>
+
+#include <initializer_list>
+
 namespace gpuslice::scheduler {
 
 std::string format_node_lock(WallTime time, std::string_view ns, std::string_view pod) {
@@ -115,6 +121,57 @@ LockDecision decide_node_lock(std::string_view node, const std::optional<std::st
   d.reason = "node " + node_s + " has been locked within " + std::to_string(timeout.count() / 1000) + "s by " + holder +
              ": node lock contention";
   return d;
+}
+
+std::string node_lock_patch(std::string_view resource_version, const std::optional<std::string>& value) {
+  boost::json::object meta;
+  if (!resource_version.empty()) {
+    meta["resourceVersion"] = resource_version;
+  }
+  boost::json::object ann;
+  if (value) {
+    ann[kNodeLockAnnotation] = *value;
+  } else {
+    ann[kNodeLockAnnotation] = nullptr;  // merge patch: null deletes the key
+  }
+  meta["annotations"] = std::move(ann);
+  return boost::json::serialize(boost::json::object{{"metadata", std::move(meta)}});
+}
+
+PodBrief brief_of(const boost::json::object& pod) {
+  // The string at pod[path[0]][path[1]]..., or "" when a step is absent or of another type.
+  auto at = [&pod](std::initializer_list<std::string_view> path) {
+    const boost::json::object* o = &pod;
+    auto last = path.end() - 1;
+    for (auto it = path.begin(); o != nullptr && it != last; ++it) {
+      o = detail::obj(*o, *it);
+    }
+    return o != nullptr ? detail::str(*o, *last) : std::string();
+  };
+  PodBrief b;
+  b.uid = at({"metadata", "uid"});
+  b.node_name = at({"spec", "nodeName"});
+  b.vgpu_node = at({"metadata", "annotations", kVgpuNodeAnnotation});
+  b.bind_phase = at({"metadata", "annotations", kBindPhaseAnnotation});
+  b.phase = at({"status", "phase"});
+  return b;
+}
+
+LockOwnerState classify_lock_owner(const std::optional<PodBrief>& owner, std::string_view node, bool binding_now) {
+  if (binding_now) {
+    return LockOwnerState::active;
+  }
+  if (!owner) {
+    return LockOwnerState::deleted;
+  }
+  if (owner->phase == "Succeeded" || owner->phase == "Failed") {
+    return LockOwnerState::finished;
+  }
+  if (owner->vgpu_node == node && owner->bind_phase == kBindPhaseAllocating &&
+      (owner->node_name.empty() || owner->node_name == node)) {
+    return LockOwnerState::active;
+  }
+  return LockOwnerState::stale;
 }
 
 }  // namespace gpuslice::scheduler

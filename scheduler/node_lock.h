@@ -3,11 +3,14 @@
 // holds `<RFC3339>,<namespace>,<pod>` (legacy: a bare RFC 3339 time). The scheduler takes it before binding
 // a GPU pod to the node; the device plugin (or the lab's mock agent) releases it after Allocate; the
 // scheduler releases it when binding fails. Nothing here talks to the API: the caller reads the node (and,
-// when asked, the owner pod) and applies the decision with a resourceVersion precondition.
+// when asked, the owner pod) and applies the decision with a resourceVersion precondition (node_lock_patch);
+// scheduler/node_locker.h is that caller.
 
 #include "common/result.h"
 #include "scheduler/allocation.h"  // kNodeLockAnnotation
 #include "scheduler/loop_time.h"
+
+#include <boost/json/object.hpp>
 
 #include <chrono>
 #include <optional>
@@ -73,5 +76,25 @@ bool lock_held_by(const std::optional<std::string>& current, std::string_view ns
 
 /// True when the lock is past its timeout at `now` (or unparsable).
 bool lock_expired(std::string_view value, WallTime now, std::chrono::milliseconds timeout);
+
+/// Merge patch of a node's lock annotation (nullopt removes it: null deletes the key), with the node's
+/// resourceVersion as precondition when non-empty.
+std::string node_lock_patch(std::string_view resource_version, const std::optional<std::string>& value);
+
+/// What the lock janitor knows of a pod (from the pod watch or a GET).
+struct PodBrief {
+  std::string uid;
+  std::string node_name;   ///< spec.nodeName
+  std::string vgpu_node;   ///< hami.io/vgpu-node
+  std::string bind_phase;  ///< hami.io/bind-phase
+  std::string phase;       ///< status.phase
+};
+/// Reads the brief from a pod object; absent or non-string fields are empty.
+PodBrief brief_of(const boost::json::object& pod);
+
+/// Whether the owner of a lock on `node` still needs it: being bound by us (`binding_now`), or unbound / bound
+/// here with vgpu-node == node and bind-phase allocating (waiting for the device plugin's Allocate). Deleted
+/// (nullopt) and Succeeded/Failed owners are gone; anything else is stale.
+LockOwnerState classify_lock_owner(const std::optional<PodBrief>& owner, std::string_view node, bool binding_now);
 
 }  // namespace gpuslice::scheduler

@@ -540,6 +540,30 @@ std::string format_failure_message(size_t total_nodes, const std::map<std::strin
   return out + ".";
 }
 
+std::string filtering_failed_note(const Decision& decision) {
+  std::map<std::string, std::vector<std::string>> by_reason;
+  for (const auto& f : decision.failures) {
+    for (const auto& r : f.reasons) {
+      by_reason[r].push_back(f.node);
+    }
+  }
+  std::string out = "no available node, " + std::to_string(decision.failures.size()) + " nodes do not meet";
+  bool first = true;
+  for (const auto& [reason, nodes] : by_reason) {
+    out += first ? ": " : "; ";
+    first = false;
+    out += std::to_string(nodes.size()) + " nodes " + reason + "(";
+    for (size_t i = 0; i < nodes.size() && i < 10; ++i) {
+      out += (i ? ", " : "") + nodes[i];
+    }
+    if (nodes.size() > 10) {
+      out += ", ...";
+    }
+    out += ")";
+  }
+  return out;
+}
+
 Decision schedule(const Snapshot& snap, const PodInfo& pod, const ScheduleOptions& options) {
   Decision d;
   d.nodes_total = snap.node_count();
@@ -599,16 +623,6 @@ Decision schedule(const Snapshot& snap, const PodInfo& pod, const ScheduleOption
   });
   d.message = format_failure_message(d.nodes_total, counts);
   return d;
-}
-
-json::object allocation_annotations(const Decision& decision, int64_t now_unix) {
-  json::object a;
-  std::string devices = encode_pod_devices(decision.devices);
-  a[kVgpuNodeAnnotation] = decision.node;
-  a[kVgpuTimeAnnotation] = std::to_string(now_unix);
-  a[kDevicesToAllocateAnnotation] = devices;
-  a[kDevicesAllocatedAnnotation] = devices;
-  return a;
 }
 
 }  // namespace gpuslice::scheduler

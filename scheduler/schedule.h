@@ -101,9 +101,10 @@ Decision schedule(const Snapshot& snapshot, const PodInfo& pod, const ScheduleOp
 /// joined by ", ", then "." (N = total). With no reasons: "0/N nodes are available."
 std::string format_failure_message(size_t total_nodes, const std::map<std::string, size_t, std::less<>>& counts);
 
-/// The annotations the scheduler writes on a placed pod (hami-protocol.md §4): hami.io/vgpu-node,
-/// hami.io/vgpu-time (unix seconds), hami.io/vgpu-devices-to-allocate and -allocated (identical).
-boost::json::object allocation_annotations(const Decision& decision, int64_t now_unix);
+/// HAMi's FilteringFailed event note for a decision that placed nothing: "no available node, 3 nodes do not meet:
+/// 2 nodes CardInsufficientCore(a, b); 1 nodes node unregistered(c)" (reasons sorted; at most 10 node names each,
+/// then ", ...").
+std::string filtering_failed_note(const Decision& decision);
 
 /// The memory a container asks per card on `card` (gpumem, or the percentage of the card's memory).
 int64_t request_mem_on_card(const ContainerGpuRequest& request, const DeviceInfo& card);

@@ -1,10 +1,12 @@
 // Device strings and the scheduler-owned annotation names (scheduler/allocation.h, hami-protocol.md §4).
 #include "scheduler/allocation.h"
 
+#include <boost/json/parse.hpp>
 #include <catch2/catch.hpp>
 
 using namespace gpuslice::scheduler;
 using Catch::Matchers::Contains;
+namespace json = boost::json;
 
 TEST_CASE("device strings: HAMi's examples decode with every slot kept", "[allocation]") {
   auto one = decode_pod_devices("GPU-a,NVIDIA,3000,30:;");
@@ -78,4 +80,35 @@ TEST_CASE("scheduler-owned annotation names are HAMi's", "[allocation]") {
   CHECK(kBindPhaseAnnotation == "hami.io/bind-phase");
   CHECK(kBindTimeAnnotation == "hami.io/bind-time");
   CHECK(kNodeLockAnnotation == "hami.io/mutex.lock");
+}
+
+TEST_CASE("allocation annotations carry node, time and identical device strings", "[allocation]") {
+  const PodDevices devices{{}, {{"GPU-a", "NVIDIA", 3000, 30}}};
+  json::object a = allocation_annotations("n", devices, 1700000000);
+  CHECK(a.size() == 4);
+  CHECK(a.at("hami.io/vgpu-node").as_string() == "n");
+  CHECK(a.at("hami.io/vgpu-time").as_string() == "1700000000");
+  CHECK(a.at("hami.io/vgpu-devices-to-allocate").as_string() == ";GPU-a,NVIDIA,3000,30:;");
+  CHECK(a.at("hami.io/vgpu-devices-allocated") == a.at("hami.io/vgpu-devices-to-allocate"));
+}
+
+TEST_CASE("allocation patch: precondition, annotations, bind phase and the vgpu-node label", "[allocation]") {
+  const PodDevices devices{{{"GPU-a", "NVIDIA", 3000, 30}}};
+  auto patch = json::parse(allocation_patch("gpu-0", devices, "42", 1796024904)).as_object();
+  CHECK(patch == json::parse(R"({"metadata":{"resourceVersion":"42","annotations":{
+      "hami.io/vgpu-node":"gpu-0","hami.io/vgpu-time":"1796024904",
+      "hami.io/vgpu-devices-to-allocate":"GPU-a,NVIDIA,3000,30:;","hami.io/vgpu-devices-allocated":"GPU-a,NVIDIA,3000,30:;",
+      "hami.io/bind-phase":"allocating","hami.io/bind-time":"1796024904"},
+      "labels":{"hami.io/vgpu-node":"gpu-0"}}})"));
+
+  // No resourceVersion: no precondition. A node name longer than a label value allows keeps only the annotation.
+  const std::string long_name(64, 'n');
+  auto blind = json::parse(allocation_patch(long_name, devices, "", 1)).as_object();
+  const auto& meta = blind.at("metadata").as_object();
+  CHECK_FALSE(meta.contains("resourceVersion"));
+  CHECK_FALSE(meta.contains("labels"));
+  CHECK(meta.at("annotations").at("hami.io/vgpu-node").as_string() == long_name);
+  const std::string max_name(63, 'n');
+  auto labelled = json::parse(allocation_patch(max_name, devices, "", 1)).as_object();
+  CHECK(labelled.at("metadata").at("labels").at("hami.io/vgpu-node").as_string() == max_name);
 }

@@ -5,18 +5,36 @@
 // through the executor (so, as with a real watch, the writer sees its own change a moment later). Faults can be
 // injected per call. Test-only.
 
+#include "kube/reflector.h"
 #include "scheduler/loop_api.h"
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/json.hpp>
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace gpuslice::scheduler::testing {
+
+/// Runs `io` until `done` holds (checked between handlers), with a generous cap so a bug fails the test instead
+/// of hanging it. No assertion depends on how long this takes.
+inline bool run_until(boost::asio::io_context& io, const std::function<bool()>& done,
+                      std::chrono::seconds cap = std::chrono::seconds(20)) {
+  const auto end = std::chrono::steady_clock::now() + cap;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) {
+      return false;
+    }
+    io.run_for(std::chrono::milliseconds(5));
+    io.restart();
+  }
+  return true;
+}
 
 inline void merge_patch(boost::json::object& target, const boost::json::object& patch) {
   for (const auto& [k, v] : patch) {

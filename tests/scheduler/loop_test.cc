@@ -103,18 +103,8 @@ struct Harness {
     asio::co_spawn(io, loop->run(), asio::detached);
   }
 
-  /// Runs the executor until `done` holds (checked between handlers), with a generous cap so a bug fails the
-  /// test instead of hanging it. No assertion depends on how long this takes.
   bool run_until(const std::function<bool()>& done, std::chrono::seconds cap = 20s) {
-    const auto end = std::chrono::steady_clock::now() + cap;
-    while (!done()) {
-      if (std::chrono::steady_clock::now() > end) {
-        return false;
-      }
-      io.run_for(5ms);
-      io.restart();
-    }
-    return true;
+    return testing::run_until(io, done, cap);
   }
 
   void finish() {
@@ -404,48 +394,6 @@ TEST_CASE("loop: pods of other schedulers and bound pods are not scheduled but a
   CHECK(h.api->conditions.back().second.message == "0/1 nodes are available: 1 CardInsufficientMemory.");
   CHECK(h.node_of("default/other").empty());
   h.finish();
-}
-
-TEST_CASE("loop helpers: allocation and lock patches, FilteringFailed note, owner classification", "[loop]") {
-  Decision d;
-  d.scheduled = true;
-  d.node = "gpu-0";
-  d.devices = {{{"GPU-a", "NVIDIA", 3000, 30}}};
-  auto patch = json::parse(allocation_patch(d, "42", 1796024904)).as_object();
-  const auto& meta = patch.at("metadata").as_object();
-  CHECK(meta.at("resourceVersion") == "42");
-  const auto& a = meta.at("annotations").as_object();
-  CHECK(a.at("hami.io/vgpu-node") == "gpu-0");
-  CHECK(a.at("hami.io/vgpu-devices-to-allocate") == "GPU-a,NVIDIA,3000,30:;");
-  CHECK(a.at("hami.io/vgpu-devices-allocated") == "GPU-a,NVIDIA,3000,30:;");
-  CHECK(a.at("hami.io/bind-phase") == "allocating");
-  CHECK(a.at("hami.io/bind-time") == "1796024904");
-  CHECK(meta.at("labels").at("hami.io/vgpu-node") == "gpu-0");
-
-  auto lock = json::parse(node_lock_patch("7", std::string("v"))).as_object();
-  CHECK(lock.at("metadata").at("annotations").at("hami.io/mutex.lock") == "v");
-  auto unlock = json::parse(node_lock_patch("7", std::nullopt)).as_object();
-  CHECK(unlock.at("metadata").at("annotations").at("hami.io/mutex.lock").is_null());
-
-  Decision f;
-  f.failures = {{"a", {"CardInsufficientCore"}, "1/1 CardInsufficientCore"},
-                {"b", {"CardInsufficientCore"}, "1/1 CardInsufficientCore"},
-                {"c", {"node unregistered"}, "node unregistered"}};
-  CHECK(filtering_failed_note(f) ==
-        "no available node, 3 nodes do not meet: 2 nodes CardInsufficientCore(a, b); 1 nodes node unregistered(c)");
-
-  PodBrief waiting{"u", "gpu-0", "gpu-0", "allocating", "Pending"};
-  CHECK(classify_lock_owner(waiting, "gpu-0", false) == LockOwnerState::active);
-  PodBrief unbound{"u", "", "gpu-0", "allocating", "Pending"};
-  CHECK(classify_lock_owner(unbound, "gpu-0", false) == LockOwnerState::active);
-  PodBrief elsewhere{"u", "", "gpu-1", "allocating", "Pending"};
-  CHECK(classify_lock_owner(elsewhere, "gpu-0", false) == LockOwnerState::stale);
-  PodBrief done{"u", "gpu-0", "gpu-0", "success", "Running"};
-  CHECK(classify_lock_owner(done, "gpu-0", false) == LockOwnerState::stale);
-  CHECK(classify_lock_owner(done, "gpu-0", true) == LockOwnerState::active);
-  PodBrief finished{"u", "gpu-0", "gpu-0", "allocating", "Succeeded"};
-  CHECK(classify_lock_owner(finished, "gpu-0", false) == LockOwnerState::finished);
-  CHECK(classify_lock_owner(std::nullopt, "gpu-0", false) == LockOwnerState::deleted);
 }
 
 TEST_CASE("mock agent: the Allocate patch consumes entries and keeps slots", "[mock_agent]") {

@@ -1,10 +1,12 @@
 #include "scheduler/node_lock.h"
 
+#include <boost/json/parse.hpp>
 #include <catch2/catch.hpp>
 
 using namespace gpuslice::scheduler;
 using namespace std::chrono;
 using namespace std::chrono_literals;
+namespace json = boost::json;
 
 namespace {
 const WallTime kNow{seconds(1796024904)};  // 2026-11-30T07:48:24Z
@@ -113,4 +115,62 @@ TEST_CASE("a stale owner (not binding, not waiting for Allocate here) frees the 
   auto d = decide_node_lock("gpu-1", value, "ns", "p", kNow, kTimeout, LockOwnerState::stale);
   CHECK(d.action == LockAction::take_owner_gone);
   CHECK(d.reason.find("not waiting") != std::string::npos);
+}
+
+TEST_CASE("node lock patch: set or remove the annotation, resourceVersion as precondition") {
+  auto lock = json::parse(node_lock_patch("7", std::string("2026-11-30T07:48:24Z,team-a,p"))).as_object();
+  CHECK(lock == json::parse(R"({"metadata":{"resourceVersion":"7",)"
+                            R"("annotations":{"hami.io/mutex.lock":"2026-11-30T07:48:24Z,team-a,p"}}})"));
+  auto unlock = json::parse(node_lock_patch("8", std::nullopt)).as_object();
+  CHECK(unlock == json::parse(R"({"metadata":{"resourceVersion":"8","annotations":{"hami.io/mutex.lock":null}}})"));
+  // Without a resourceVersion there is no precondition.
+  auto blind = json::parse(node_lock_patch("", std::nullopt)).as_object();
+  CHECK_FALSE(blind.at("metadata").as_object().contains("resourceVersion"));
+}
+
+TEST_CASE("pod brief: uid, nodeName, vgpu-node, bind-phase and phase; absent or mistyped fields are empty") {
+  auto pod = json::parse(R"({"metadata":{"name":"p","uid":"u-1","annotations":{
+      "hami.io/vgpu-node":"gpu-0","hami.io/bind-phase":"allocating"}},
+      "spec":{"nodeName":"gpu-0"},"status":{"phase":"Pending"}})")
+                 .as_object();
+  PodBrief b = brief_of(pod);
+  CHECK(b.uid == "u-1");
+  CHECK(b.node_name == "gpu-0");
+  CHECK(b.vgpu_node == "gpu-0");
+  CHECK(b.bind_phase == "allocating");
+  CHECK(b.phase == "Pending");
+
+  PodBrief empty = brief_of(json::object{});
+  CHECK(empty.uid.empty());
+  CHECK(empty.node_name.empty());
+  CHECK(empty.vgpu_node.empty());
+  CHECK(empty.bind_phase.empty());
+  CHECK(empty.phase.empty());
+
+  auto odd = json::parse(R"({"metadata":{"uid":7,"annotations":"x"},"spec":[],"status":{"phase":null}})").as_object();
+  PodBrief o = brief_of(odd);
+  CHECK(o.uid.empty());
+  CHECK(o.vgpu_node.empty());
+  CHECK(o.node_name.empty());
+  CHECK(o.phase.empty());
+}
+
+TEST_CASE("lock owner: binding now or waiting for Allocate here is active; finished, deleted and stale are not") {
+  PodBrief waiting{"u", "gpu-0", "gpu-0", "allocating", "Pending"};
+  CHECK(classify_lock_owner(waiting, "gpu-0", false) == LockOwnerState::active);
+  PodBrief unbound{"u", "", "gpu-0", "allocating", "Pending"};
+  CHECK(classify_lock_owner(unbound, "gpu-0", false) == LockOwnerState::active);
+  PodBrief elsewhere{"u", "", "gpu-1", "allocating", "Pending"};
+  CHECK(classify_lock_owner(elsewhere, "gpu-0", false) == LockOwnerState::stale);
+  PodBrief bound_elsewhere{"u", "gpu-1", "gpu-0", "allocating", "Pending"};
+  CHECK(classify_lock_owner(bound_elsewhere, "gpu-0", false) == LockOwnerState::stale);
+  PodBrief done{"u", "gpu-0", "gpu-0", "success", "Running"};
+  CHECK(classify_lock_owner(done, "gpu-0", false) == LockOwnerState::stale);
+  CHECK(classify_lock_owner(done, "gpu-0", true) == LockOwnerState::active);
+  PodBrief succeeded{"u", "gpu-0", "gpu-0", "allocating", "Succeeded"};
+  CHECK(classify_lock_owner(succeeded, "gpu-0", false) == LockOwnerState::finished);
+  PodBrief failed{"u", "gpu-0", "gpu-0", "allocating", "Failed"};
+  CHECK(classify_lock_owner(failed, "gpu-0", false) == LockOwnerState::finished);
+  CHECK(classify_lock_owner(std::nullopt, "gpu-0", false) == LockOwnerState::deleted);
+  CHECK(classify_lock_owner(std::nullopt, "gpu-0", true) == LockOwnerState::active);
 }

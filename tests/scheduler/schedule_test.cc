@@ -505,18 +505,6 @@ TEST_CASE("pods without a GPU request only need the node-level filters", "[sched
   CHECK(d.devices == PodDevices{{}});
 }
 
-TEST_CASE("allocation annotations carry node, time and identical device strings", "[schedule]") {
-  Snapshot s;
-  REQUIRE(s.upsert_node(node({.name = "n", .cards = {card("GPU-a")}})).ok());
-  Decision d = decide(s, gpu_pod("p", "1", "3000", "30"));
-  REQUIRE(d.scheduled);
-  json::object a = allocation_annotations(d, 1700000000);
-  CHECK(a.at("hami.io/vgpu-node").as_string() == "n");
-  CHECK(a.at("hami.io/vgpu-time").as_string() == "1700000000");
-  CHECK(a.at("hami.io/vgpu-devices-to-allocate").as_string() == "GPU-a,NVIDIA,3000,30:;");
-  CHECK(a.at("hami.io/vgpu-devices-allocated") == a.at("hami.io/vgpu-devices-to-allocate"));
-}
-
 TEST_CASE("the index prunes nodes yet decides exactly as a full scan", "[schedule][index]") {
   Snapshot s;
   for (int i = 0; i < 200; ++i) {
@@ -609,4 +597,36 @@ TEST_CASE("ephemeral-storage fits against the node's allocatable", "[schedule][n
   spec(p)["containers"].as_array()[0].as_object()["resources"].as_object()["requests"] =
       json::object{{"ephemeral-storage", "99Gi"}};
   CHECK(decide(s, p).scheduled);
+}
+
+TEST_CASE("FilteringFailed note: HAMi's format, reasons sorted with their nodes", "[schedule][message]") {
+  Decision f;
+  f.failures = {{"a", {"CardInsufficientCore"}, "1/1 CardInsufficientCore"},
+                {"b", {"CardInsufficientCore", "CardInsufficientMemory"}, ""},
+                {"c", {"node unregistered"}, "node unregistered"}};
+  CHECK(filtering_failed_note(f) ==
+        "no available node, 3 nodes do not meet: 2 nodes CardInsufficientCore(a, b); 1 nodes "
+        "CardInsufficientMemory(b); 1 nodes node unregistered(c)");
+  CHECK(filtering_failed_note(Decision{}) == "no available node, 0 nodes do not meet");
+}
+
+TEST_CASE("FilteringFailed note: at most 10 node names per reason", "[schedule][message]") {
+  Decision f;
+  for (int i = 0; i < 12; ++i) {
+    f.failures.push_back({"n" + std::to_string(10 + i), {"CardInsufficientMemory"}, ""});
+  }
+  CHECK(filtering_failed_note(f) ==
+        "no available node, 12 nodes do not meet: 12 nodes CardInsufficientMemory(n10, n11, n12, n13, n14, n15, "
+        "n16, n17, n18, n19, ...)");
+}
+
+TEST_CASE("FilteringFailed note of a real decision names every node that failed", "[schedule][message]") {
+  Snapshot s;
+  REQUIRE(s.upsert_node(node({.name = "small", .cards = {card("GPU-s", 2000)}})).ok());
+  REQUIRE(s.upsert_node(node({.name = "plain", .no_register = true})).ok());
+  Decision d = decide(s, gpu_pod("p", "1", "3000", "30"));
+  REQUIRE_FALSE(d.scheduled);
+  CHECK(filtering_failed_note(d) ==
+        "no available node, 2 nodes do not meet: 1 nodes CardInsufficientMemory(small); 1 nodes node "
+        "unregistered(plain)");
 }

@@ -1,0 +1,57 @@
+#include "scheduler/loop_metrics.h"
+
+namespace gpuslice::scheduler {
+
+LoopMetrics& LoopMetrics::get() {
+  static LoopMetrics* m = [] {
+    auto& r = metrics::default_registry();
+    auto* out = new LoopMetrics{
+        r.counter("gpuslice_scheduler_schedule_attempts_total",
+                  "Scheduling attempts by result (scheduled, unschedulable, error).", {"result"}),
+        r.histogram("gpuslice_scheduler_e2e_scheduling_duration_seconds",
+                    "From first seeing a pending pod to its successful binding.", {},
+                    metrics::exponential_buckets(0.001, 2, 18)),
+        r.gauge("gpuslice_scheduler_pending_pods", "Pods in the scheduling queue by state.", {"queue"}),
+        r.gauge("gpuslice_scheduler_binds_in_flight", "Decisions being written and bound.", {}),
+        r.counter("gpuslice_scheduler_node_lock_operations_total",
+                  "hami.io/mutex.lock operations by the scheduler (taken, released_bind_failed, released_expired, "
+                  "released_owner_gone).",
+                  {"operation"}),
+        r.counter("gpuslice_scheduler_side_effects_dropped_total",
+                  "Events and status patches dropped because too many were in flight.", {}),
+        {},
+        {}};
+    r.add_collector([out](std::string& text) {
+      std::lock_guard lock(out->cards_mutex);
+      auto family = [&](const char* name, const char* help, double CardRow::*field) {
+        text += "# HELP ";
+        text += name;
+        text += ' ';
+        text += help;
+        text += "\n# TYPE ";
+        text += name;
+        text += " gauge\n";
+        for (const auto& c : out->cards) {
+          text += name;
+          text += "{node=\"" + metrics::escape_label_value(c.node) + "\",device_uuid=\"" +
+                  metrics::escape_label_value(c.uuid) + "\",device_type=\"" + metrics::escape_label_value(c.type) +
+                  "\"} " + metrics::format_value(c.*field) + "\n";
+        }
+      };
+      if (out->cards.empty()) {
+        return;
+      }
+      family("gpuslice_scheduler_card_memory_allocated_bytes", "GPU memory allocated on a card.",
+             &CardRow::mem_used_bytes);
+      family("gpuslice_scheduler_card_memory_bytes", "GPU memory registered for a card.", &CardRow::mem_total_bytes);
+      family("gpuslice_scheduler_card_core_allocated_ratio", "Share of a card's cores allocated (0..1).",
+             &CardRow::cores_used_ratio);
+      family("gpuslice_scheduler_card_shared_count", "Containers sharing a card.", &CardRow::slots_used);
+      family("gpuslice_scheduler_card_slots", "Time-slicing slots of a card.", &CardRow::slots_total);
+    });
+    return out;
+  }();
+  return *m;
+}
+
+}  // namespace gpuslice::scheduler

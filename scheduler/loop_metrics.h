@@ -1,0 +1,33 @@
+#pragma once
+// The scheduling loop's Prometheus metrics (gpuslice_scheduler_*): attempts, end-to-end latency, queue and
+// in-flight gauges, node-lock operations, dropped side effects, and per-card allocation gauges.
+
+#include "common/metrics.h"
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace gpuslice::scheduler {
+
+struct CardRow {
+  std::string node, uuid, type;
+  double mem_used_bytes, mem_total_bytes, cores_used_ratio, slots_used, slots_total;
+};
+
+struct LoopMetrics {
+  metrics::Family<metrics::Counter>& attempts;
+  metrics::HistogramFamily& e2e;
+  metrics::Family<metrics::Gauge>& pending;
+  metrics::Family<metrics::Gauge>& binds_in_flight;
+  metrics::Family<metrics::Counter>& lock_ops;
+  metrics::Family<metrics::Counter>& events_dropped;
+  std::mutex cards_mutex;
+  std::vector<CardRow> cards;
+
+  /// The process-wide families, registered once (the registry does not deduplicate families); the card
+  /// gauges are served by a collector from `cards` (update_gauges() replaces them).
+  static LoopMetrics& get();
+};
+
+}  // namespace gpuslice::scheduler

@@ -1,0 +1,73 @@
+#pragma once
+// What the scheduling loop tells about a pod, the way kube-scheduler does: the PodScheduled=False/Unschedulable
+// condition (pods/status strategic merge) and Events (FailedScheduling, HAMi's FilteringFailed, Scheduled,
+// BindingFailed). Never awaited by scheduling: each write runs as a detached task; at most max_in_flight run at
+// once and the rest are dropped and counted, so a slow API server cannot pile up work. The same pod and message
+// are reported at most once per interval, and a condition that already says the message is not patched again.
+//
+// Threading: everything runs on the loop's executor.
+
+#include "scheduler/loop_api.h"
+#include "scheduler/loop_clock.h"
+#include "scheduler/loop_queue.h"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace gpuslice::scheduler {
+
+struct LoopReporterOptions {
+  std::string identity = "gpuslice";          ///< Events' reportingInstance
+  std::size_t max_in_flight = 32;             ///< events + condition patches; beyond this they are dropped
+  std::chrono::milliseconds interval{30000};  ///< same pod, same message: at most one report per interval
+  LoopClock clock;
+};
+
+class LoopReporter {
+ public:
+  /// Runs a detached task on the executor while keeping the reporter's owner alive.
+  using Spawn = std::function<void(boost::asio::awaitable<void>)>;
+
+  LoopReporter(LoopReporterOptions options, std::shared_ptr<LoopApi> api, Spawn spawn);
+
+  /// No fit for `pod`: PodScheduled=False/Unschedulable with `message` (unless the pod's condition already says
+  /// it), Event FailedScheduling, and FilteringFailed with `hami_note` when not empty. Rate-limited per pod.
+  void unschedulable(const PodKey& key, const boost::json::object& pod, const std::string& message,
+                     const std::string& hami_note);
+  /// One Event about `pod` (read: namespace, name, uid, resourceVersion), when a slot is free.
+  void event(const boost::json::object& pod, std::string reason, std::string type, std::string note);
+  /// Forgets the rate-limit record of a pod (bound, deleted or no longer ours).
+  void forget(const PodKey& key) { reported_.erase(key); }
+  /// Forgets the records of every pod `keep` answers false for.
+  void retain(const std::function<bool(const PodKey&)>& keep);
+
+  std::size_t in_flight() const { return in_flight_; }
+  uint64_t dropped() const { return dropped_; }
+
+ private:
+  struct Reported {
+    std::string message;
+    SteadyTime at{};
+  };
+
+  bool take_slot();
+  boost::asio::awaitable<void> patch_condition(PodKey key, kube::PodCondition condition);
+  boost::asio::awaitable<void> create_event(kube::EventRecord event);
+
+  LoopReporterOptions options_;
+  std::shared_ptr<LoopApi> api_;
+  Spawn spawn_;
+  std::map<PodKey, Reported> reported_;  // last FailedScheduling per pod (rate limit)
+  std::size_t in_flight_ = 0;
+  uint64_t dropped_ = 0;
+};
+
+}  // namespace gpuslice::scheduler

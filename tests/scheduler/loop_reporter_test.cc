@@ -1,0 +1,171 @@
+// The loop's reporting (scheduler/loop_reporter.h) against the in-memory API (loop_fake_api.h): the condition
+// and Events of an unschedulable pod, the per-pod rate limit, no condition patch when it already says the
+// message, the in-flight cap with dropped reports counted, and the Scheduled event's fields.
+#include "scheduler/loop_reporter.h"
+
+#include "scheduler/loop_time.h"
+
+#include "loop_fake_api.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+using namespace gpuslice::scheduler;
+using gpuslice::scheduler::testing::FakeApi;
+namespace json = boost::json;
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Harness {
+  std::unique_ptr<LoopReporter> reporter;  // destroyed last: queued tasks touch it
+  asio::io_context io;
+  std::shared_ptr<FakeApi> api = std::make_shared<FakeApi>(io.get_executor());
+  SteadyTime steady_now{std::chrono::seconds(1000)};
+  WallTime wall_now{std::chrono::seconds(1796024904)};
+
+  explicit Harness(std::size_t max_in_flight = 32) {
+    LoopReporterOptions o;
+    o.identity = "test";
+    o.max_in_flight = max_in_flight;
+    o.interval = 30s;
+    o.clock.steady = [this] { return steady_now; };
+    o.clock.wall = [this] { return wall_now; };
+    reporter = std::make_unique<LoopReporter>(
+        o, api, [this](asio::awaitable<void> task) { asio::co_spawn(io, std::move(task), asio::detached); });
+  }
+
+  json::object pod(const std::string& name) {
+    json::object p{{"metadata", json::object{{"name", name}, {"namespace", "default"}}},
+                   {"spec", json::object{}},
+                   {"status", json::object{{"phase", "Pending"}}}};
+    api->put_pod(p);
+    settle();
+    return api->pods.at("default/" + name);
+  }
+
+  void settle() {
+    for (int i = 0; i < 5; ++i) {
+      io.run_for(2ms);
+      io.restart();
+    }
+  }
+
+  ~Harness() { settle(); }
+};
+
+}  // namespace
+
+TEST_CASE("reporter: an unschedulable pod gets the condition, FailedScheduling and FilteringFailed",
+          "[loop_reporter]") {
+  Harness h;
+  auto p = h.pod("p");
+  h.reporter->unschedulable(PodKey{"default", "p"}, p, "0/1 nodes are available: 1 CardInsufficientMemory.",
+                            "no available node, 1 nodes do not meet: 1 nodes CardInsufficientMemory(gpu-0)");
+  CHECK(h.reporter->in_flight() == 3);
+  h.settle();
+  CHECK(h.reporter->in_flight() == 0);
+  REQUIRE(h.api->conditions.size() == 1);
+  const auto& [key, c] = h.api->conditions[0];
+  CHECK(key == "default/p");
+  CHECK(c.type == "PodScheduled");
+  CHECK(c.status == "False");
+  CHECK(c.reason == "Unschedulable");
+  CHECK(c.message == "0/1 nodes are available: 1 CardInsufficientMemory.");
+  CHECK(c.last_transition_time == h.wall_now);
+  REQUIRE(h.api->events.size() == 2);
+  CHECK(h.api->events[0].reason == "FailedScheduling");
+  CHECK(h.api->events[0].type == "Warning");
+  CHECK(h.api->events[0].action == "Scheduling");
+  CHECK(h.api->events[0].note == "0/1 nodes are available: 1 CardInsufficientMemory.");
+  CHECK(h.api->events[0].reporting_instance == "test");
+  CHECK(h.api->events[0].regarding.name == "p");
+  CHECK(h.api->events[0].regarding.uid == "uid-default/p");
+  CHECK(h.api->events[1].reason == "FilteringFailed");
+  CHECK(h.api->events[1].note == "no available node, 1 nodes do not meet: 1 nodes CardInsufficientMemory(gpu-0)");
+
+  // Without a HAMi note (a CPU-only pod, or a pod that does not parse): no FilteringFailed.
+  auto q = h.pod("q");
+  h.reporter->unschedulable(PodKey{"default", "q"}, q, "pod default/q: bad request", "");
+  h.settle();
+  CHECK(h.api->events.size() == 3);
+}
+
+TEST_CASE("reporter: the same message is reported once per interval; a new message at once", "[loop_reporter]") {
+  Harness h;
+  auto p = h.pod("p");
+  const PodKey key{"default", "p"};
+  h.reporter->unschedulable(key, p, "m1", "");
+  h.settle();
+  h.steady_now += 10s;
+  h.reporter->unschedulable(key, h.api->pods.at("default/p"), "m1", "");
+  h.settle();
+  CHECK(h.api->events.size() == 1);
+  CHECK(h.api->conditions.size() == 1);
+
+  h.reporter->unschedulable(key, h.api->pods.at("default/p"), "m2", "");
+  h.settle();
+  CHECK(h.api->events.size() == 2);
+  CHECK(h.api->conditions.size() == 2);
+
+  // Past the interval the same message is reported again, but the condition already says it: no patch.
+  h.steady_now += 31s;
+  h.reporter->unschedulable(key, h.api->pods.at("default/p"), "m2", "");
+  h.settle();
+  CHECK(h.api->events.size() == 3);
+  CHECK(h.api->conditions.size() == 2);
+
+  // Forgotten (bound, deleted): the next report is not rate-limited.
+  h.reporter->forget(key);
+  h.reporter->unschedulable(key, h.api->pods.at("default/p"), "m2", "");
+  h.settle();
+  CHECK(h.api->events.size() == 4);
+}
+
+TEST_CASE("reporter: retain keeps only the records asked for", "[loop_reporter]") {
+  Harness h;
+  auto a = h.pod("a");
+  auto b = h.pod("b");
+  h.reporter->unschedulable(PodKey{"default", "a"}, a, "m", "");
+  h.reporter->unschedulable(PodKey{"default", "b"}, b, "m", "");
+  h.settle();
+  h.reporter->retain([](const PodKey& k) { return k.name == "a"; });
+  h.reporter->unschedulable(PodKey{"default", "a"}, a, "m", "");  // still rate-limited
+  h.reporter->unschedulable(PodKey{"default", "b"}, b, "m", "");  // forgotten: reported again
+  h.settle();
+  REQUIRE(h.api->events.size() == 3);
+  CHECK(h.api->events[2].regarding.name == "b");
+}
+
+TEST_CASE("reporter: beyond max_in_flight reports are dropped and counted", "[loop_reporter]") {
+  Harness h(2);
+  auto p = h.pod("p");
+  h.reporter->unschedulable(PodKey{"default", "p"}, p, "m", "note");  // condition, 2 events: one dropped
+  CHECK(h.reporter->in_flight() == 2);
+  CHECK(h.reporter->dropped() == 1);
+  h.reporter->event(p, "Scheduled", "Normal", "Successfully assigned default/p to gpu-0");
+  CHECK(h.reporter->dropped() == 2);
+  h.settle();
+  CHECK(h.reporter->in_flight() == 0);
+  CHECK(h.api->conditions.size() == 1);
+  REQUIRE(h.api->events.size() == 1);
+  CHECK(h.api->events[0].reason == "FailedScheduling");
+
+  // Slots free again once the writes finish.
+  h.reporter->event(p, "Scheduled", "Normal", "Successfully assigned default/p to gpu-0");
+  h.settle();
+  REQUIRE(h.api->events.size() == 2);
+  CHECK(h.api->events[1].reason == "Scheduled");
+  CHECK(h.api->events[1].action == "Binding");
+  CHECK(h.api->events[1].type == "Normal");
+  CHECK(h.api->events[1].event_time == h.wall_now);
+  CHECK(h.reporter->dropped() == 2);
+}

@@ -1,9 +1,10 @@
 #pragma once
-// What the scheduling loop tells about a pod, the way kube-scheduler does: the PodScheduled=False/Unschedulable
-// condition (pods/status strategic merge) and Events (FailedScheduling, HAMi's FilteringFailed, Scheduled,
-// BindingFailed). Never awaited by scheduling: each write runs as a detached task; at most max_in_flight run at
-// once and the rest are dropped and counted, so a slow API server cannot pile up work. The same pod and message
-// are reported at most once per interval, and a condition that already says the message is not patched again.
+// What the scheduling loop tells about a pod (hami-protocol.md §10), the way kube-scheduler does: the
+// PodScheduled=False/Unschedulable condition (pods/status strategic merge) and Events (FailedScheduling, HAMi's
+// FilteringFailed, Scheduled, BindingFailed). Never awaited by scheduling: each write runs as a detached task; at most
+// max_in_flight run at once and the rest are dropped and counted, so a slow API server cannot pile up work. The same
+// pod and message are reported at most once per interval, and a condition that already says the message is not patched
+// again.
 //
 // Threading: everything runs on the loop's executor.
 

@@ -13,6 +13,11 @@ class ClientApi final : public LoopApi {
     co_return co_await client_->patch(kube::object_path(kube::resources::pods(), ns, name), kube::PatchType::merge,
                                       std::move(merge_patch));
   }
+  Task<kube::ApiResult<Object>> patch_claim(std::string ns, std::string name, std::string merge_patch) override {
+    co_return co_await client_->patch(
+        kube::object_path(kube::Resource{"", "v1", "persistentvolumeclaims", true}, ns, name), kube::PatchType::merge,
+        std::move(merge_patch));
+  }
   Task<kube::ApiResult<Object>> patch_node(std::string name, std::string merge_patch) override {
     co_return co_await client_->patch(kube::object_path(kube::resources::nodes(), "", name), kube::PatchType::merge,
                                       std::move(merge_patch));

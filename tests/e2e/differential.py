@@ -53,19 +53,54 @@ class Cluster:
 # ---- generator -------------------------------------------------------------------------------------------------
 
 def gen_pod(rng, i):
-    """One pod spec in a neutral form (both twins are rendered from it)."""
-    app = rng.choice(["a", "b", "c"])
+    """One pod spec in a neutral form (both twins are rendered from it). Dense on purpose: two apps, five nodes,
+    so anti-affinity, spread and ports run out of room within a run and both schedulers must refuse pods."""
+    app = rng.choice(["a", "b"])
     p = {"name": f"p{i:02d}", "app": app, "anti": [], "aff": [], "spread": [], "ports": []}
     r = rng.random()
-    if r < 0.35:
-        p["anti"].append({"app": rng.choice(["a", "b", "c", app]), "key": rng.choice([HOST, HOST, ZONE])})
-    elif r < 0.5:
+    if r < 0.45:
+        p["anti"].append({"app": rng.choice(["a", "b", app]), "key": rng.choice([HOST, HOST, ZONE])})
+    elif r < 0.6:
         p["aff"].append({"app": rng.choice([app, "a", "b"]), "key": rng.choice([ZONE, HOST])})
     if rng.random() < 0.35:
         p["spread"].append({"key": rng.choice([ZONE, HOST]), "skew": rng.choice([1, 1, 2]), "app": app})
-    if rng.random() < 0.3:
-        p["ports"].append({"port": rng.choice([8080, 8081]), "protocol": rng.choice(["TCP", "TCP", "UDP"])})
+    if rng.random() < 0.35:
+        p["ports"].append({"port": rng.choice([8080, 8080, 8081]), "protocol": rng.choice(["TCP", "TCP", "UDP"])})
     return p
+
+
+def gen_pods(seed, n):
+    rng = random.Random(seed)
+    return [gen_pod(rng, i) for i in range(n)]
+
+
+def self_test():
+    """The checker must catch each kind of violation (a checker that cannot fail proves nothing)."""
+    nodes = {"n1": {HOST: "n1", ZONE: "z1"}, "n2": {HOST: "n2", ZONE: "z1"}, "n3": {HOST: "n3", ZONE: "z2"}}
+    base = {"anti": [], "aff": [], "spread": [], "ports": []}
+    a = dict(base, name="a", app="a")
+    anti_host = dict(base, name="x", app="a", anti=[{"app": "a", "key": HOST}])
+    anti_zone = dict(base, name="y", app="b", anti=[{"app": "a", "key": ZONE}])
+    aff = dict(base, name="z", app="b", aff=[{"app": "a", "key": ZONE}])
+    self_aff = dict(base, name="s", app="c", aff=[{"app": "c", "key": ZONE}])
+    spread = dict(base, name="w", app="a", spread=[{"key": ZONE, "skew": 1, "app": "a"}])
+    port = dict(base, name="p", app="b", ports=[{"port": 8080, "protocol": "TCP"}])
+    udp = dict(base, name="u", app="b", ports=[{"port": 8080, "protocol": "UDP"}])
+    cases = [
+        (anti_host, "n1", [(a, "n1")], True), (anti_host, "n2", [(a, "n1")], False),
+        (a, "n1", [(anti_host, "n1")], True),  # symmetry
+        (anti_zone, "n2", [(a, "n1")], True), (anti_zone, "n3", [(a, "n1")], False),
+        (aff, "n3", [(a, "n1")], True), (aff, "n2", [(a, "n1")], False), (self_aff, "n3", [], False),
+        (aff, "n1", [], True),
+        (spread, "n1", [(a, "n1")], True), (spread, "n3", [(a, "n1")], False),
+        (port, "n1", [(port, "n1")], True), (port, "n2", [(port, "n1")], False), (udp, "n1", [(port, "n1")], False),
+    ]
+    bad = [(p["name"], n, want) for p, n, placed, want in cases if bool(check_placement(p, n, placed, nodes)) != want]
+    if bad:
+        print(f"FAIL  differential: checker self-test: wrong verdicts (pod, node, violation expected): {bad}")
+        return 1
+    print(f"PASS  differential: checker self-test ({len(cases)} verdicts, each kind of violation caught)")
+    return 0
 
 
 def render(p, gpu, node_name=None):
@@ -173,7 +208,10 @@ def outcome(pod):
         return ("bound", node)
     for c in pod.get("status", {}).get("conditions", []) or []:
         if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
-            return ("pending", c.get("message", "").split(" preemption:")[0])
+            # kube-scheduler appends its PostFilter's result after the summary (". preemption: ...", in 1.34
+            # also ". no new claims to deallocate,"): keep the summary up to its first ". ".
+            msg = c.get("message", "")
+            return ("pending", msg.split(". ")[0] + ("." if ". " in msg else ""))
     return None
 
 
@@ -229,6 +267,14 @@ def run(pods, gs, ks, nodes, timeout, log):
                     problems.append(f"{p['name']}: {who} placed it on {o[1]}: " + "; ".join(errs))
         if (a[0] == "bound") != (b[0] == "bound"):
             problems.append(f"{p['name']}: gpuslice {a[0]} {a[1]}, kube-scheduler {b[0]} {b[1]}")
+        elif a[0] == "pending" and a[1] != b[1]:
+            # Same state, same filters in the same order: the "0/N nodes are available" summaries must agree.
+            problems.append(f"{p['name']}: both pending, different reasons: gpuslice \"{a[1]}\", "
+                            f"kube-scheduler \"{b[1]}\"")
+        if a[0] == "pending" and oracle:
+            problems.append(f"{p['name']}: both pending but the checker finds it fits on {','.join(oracle)}")
+        if a[0] == "bound" and not oracle:
+            problems.append(f"{p['name']}: bound but the checker finds it fits nowhere")
         if a[0] == "bound":
             placed.append((p, a[1]))
             if b[0] != "bound" or b[1] != a[1]:
@@ -248,14 +294,18 @@ def run(pods, gs, ks, nodes, timeout, log):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--gpuslice-kubeconfig", required=True)
-    ap.add_argument("--kube-scheduler-kubeconfig", required=True)
+    ap.add_argument("--gpuslice-kubeconfig")
+    ap.add_argument("--kube-scheduler-kubeconfig")
     ap.add_argument("--seeds", default="1,2")
     ap.add_argument("--pods", type=int, default=14)
     ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("--shrink-seconds", type=float, default=240)
+    ap.add_argument("--verbose", action="store_true", help="print every pod's outcome also when the seed passes")
     ap.add_argument("--replay", help="a JSON list of pods (as printed on failure) instead of a seed")
+    ap.add_argument("--self-test", action="store_true", help="check the checker only (no cluster)")
     args = ap.parse_args()
+    if args.self_test:
+        return self_test()
     gs = Cluster("gpuslice", args.gpuslice_kubeconfig, True)
     ks = Cluster("kube-scheduler", args.kube_scheduler_kubeconfig, False)
     nodes = {}
@@ -268,7 +318,7 @@ def main():
         return 1
     failed = 0
     runs = [("replay", json.loads(args.replay))] if args.replay else \
-        [(s, [gen_pod(random.Random(int(s)), i) for i in range(args.pods)]) for s in args.seeds.split(",")]
+        [(s, gen_pods(int(s), args.pods)) for s in args.seeds.split(",")]
     for seed, pods in runs:
         t0 = time.time()
         lines = []
@@ -278,6 +328,8 @@ def main():
                   f"every placement valid ({time.time() - t0:.0f} s)")
             bound = sum(1 for l in lines if "gpuslice: bound" in l)
             print(f"      {bound} bound, {len(pods) - bound} refused by both")
+            if args.verbose:
+                print("\n".join(lines))
             continue
         failed += 1
         print(f"FAIL  differential: seed {seed}: {problems[0]}")

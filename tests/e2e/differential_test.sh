@@ -3,7 +3,8 @@
 # Five identical kwok nodes in both tenants (three zones: z1 has two, z2 two, z3 one; 4 x A100-80GB each, far
 # more card slots than the run uses, so GPU capacity is never the binding limit); the lab's kube-scheduler
 # (profile default-scheduler) is started in tenant-b for the CPU-only twins; gpuslice takes the GPU pods in
-# tenant-a. Seeds: E2E_DIFF_SEEDS (default 11,12), pods per seed: E2E_DIFF_PODS (default 14).
+# tenant-a. Seeds: E2E_DIFF_SEEDS (default 11,12), pods per seed: E2E_DIFF_PODS (default 20),
+# E2E_DIFF_VERBOSE=1 prints every pod's outcome.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 NS=e2e-diff
@@ -26,27 +27,20 @@ cleanup() {
 }
 trap cleanup EXIT
 
-diff_node() {  # diff_node NAME ZONE
+# shellcheck source=lab/nodes.sh
+source "$(dirname "$0")/../../lab/nodes.sh"
+diff_node() {  # diff_node NAME ZONE: 4 x A100-80GB (lab/nodes.sh), in zone ZONE, labelled for this test only
   local reg="" j
   for j in 0 1 2 3; do
     reg+="${reg:+,}{\"id\":\"GPU-$1-$j\",\"index\":$j,\"count\":10,\"devmem\":81920,\"devcore\":100,\"type\":\"NVIDIA A100-SXM4-80GB\",\"mode\":\"hami-core\",\"health\":true}"
   done
-  cat <<EOF
-apiVersion: v1
-kind: Node
-metadata:
-  name: $1
-  labels: {kubernetes.io/hostname: $1, kubernetes.io/os: linux, kubernetes.io/arch: amd64, type: kwok, topology.kubernetes.io/zone: $2, gpuslice.io/diff: "yes"}
-  annotations:
-    kwok.x-k8s.io/node: fake
-    hami.io/node-nvidia-register: '[$reg]'
-status:
-  capacity: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "40"}
-  allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "40"}
-EOF
+  kwok_node "$1" "[$reg]" 40 64 512Gi "topology.kubernetes.io/zone: $2, gpuslice.io/diff: \"yes\""
 }
 
 section "differential: gpuslice (tenant-a) vs upstream kube-scheduler (tenant-b), seeded pods, independent checker"
+out=$(python3 "$(dirname "$0")/differential.py" --self-test 2>&1)
+printf '%s\n' "$out"
+grep -E '^(PASS|FAIL)  ' <<<"$out" | sed -E 's/^(PASS|FAIL)  (.*)$/\1 \2/' >>"$E2E_RESULTS"
 if ! "$LAB" start b kube-scheduler >/dev/null 2>&1; then
   fail "differential: upstream kube-scheduler started in tenant-b" "lab/lab.sh start b kube-scheduler failed"; exit 1
 fi
@@ -69,7 +63,7 @@ sleep 2  # both schedulers' informers see the nodes before the first pod
 out=$(python3 "$(dirname "$0")/differential.py" \
   --gpuslice-kubeconfig "$(tenant_dir a)/admin.kubeconfig" \
   --kube-scheduler-kubeconfig "$(tenant_dir b)/admin.kubeconfig" \
-  --seeds "${E2E_DIFF_SEEDS:-11,12}" --pods "${E2E_DIFF_PODS:-14}" 2>&1)
+  --seeds "${E2E_DIFF_SEEDS:-11,12}" --pods "${E2E_DIFF_PODS:-20}" ${E2E_DIFF_VERBOSE:+--verbose} 2>&1)
 rc=$?
 printf '%s\n' "$out"
 grep -E '^(PASS|FAIL)  ' <<<"$out" | sed -E 's/^(PASS|FAIL)  (.*)$/\1 \2/' >>"$E2E_RESULTS"

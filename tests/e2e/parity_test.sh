@@ -35,21 +35,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# test_node NAME: a kwok GPU node (one A100-80GB), labelled for this test only.
+# test_node NAME: a kwok GPU node (one A100-80GB, lab/nodes.sh), labelled for this test only.
+# shellcheck source=lab/nodes.sh
+source "$(dirname "$0")/../../lab/nodes.sh"
 test_node() {
-  cat <<EOF
-apiVersion: v1
-kind: Node
-metadata:
-  name: $1
-  labels: {kubernetes.io/hostname: $1, kubernetes.io/os: linux, kubernetes.io/arch: amd64, type: kwok, gpuslice.io/parity: "yes"}
-  annotations:
-    kwok.x-k8s.io/node: fake
-    hami.io/node-nvidia-register: '[{"id":"GPU-$1-0","count":10,"devmem":81920,"devcore":100,"type":"NVIDIA A100-SXM4-80GB","mode":"hami-core","health":true}]'
-status:
-  capacity: {cpu: "32", memory: 256Gi, pods: "110", nvidia.com/gpu: "10"}
-  allocatable: {cpu: "32", memory: 256Gi, pods: "110", nvidia.com/gpu: "10"}
-EOF
+  kwok_node "$1" '[{"id":"GPU-'"$1"'-0","count":10,"devmem":81920,"devcore":100,"type":"NVIDIA A100-SXM4-80GB","mode":"hami-core","health":true}]' \
+    10 32 256Gi 'gpuslice.io/parity: "yes"'
 }
 
 # test_pod KIND NAME LABEL EXTRA_SPEC PORTS_YAML: KIND gpu (1 GPU, 4000 MiB, 10 %) or cpu (the twin: 100m CPU).
@@ -90,13 +81,15 @@ port_yaml() { printf '    ports: [{containerPort: 80, hostPort: %s, protocol: %s
 CLAIM_VOL() { printf '  volumes: [{name: data, persistentVolumeClaim: {claimName: %s}}]\n' "$1"; }
 
 # outcome K NAME: "node=X" when bound, "pending: <reasons>" when PodScheduled=False (kube-scheduler's
-# " preemption: ..." tail dropped), "" while undecided.
+# PostFilter tail dropped), "" while undecided.
 outcome() {
   local k=$1 name=$2 node msg
   node=$($k -n "$NS" get pod "$name" -o jsonpath='{.spec.nodeName}' 2>/dev/null)
   if [[ -n $node ]]; then echo "node=$node"; return; fi
   msg=$($k -n "$NS" get pod "$name" -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].message}' 2>/dev/null)
-  [[ -n $msg ]] && echo "pending: ${msg%% preemption:*}"
+  # kube-scheduler appends its PostFilter's result after the summary ("... rules. preemption: ...", or in 1.34
+  # "... rules. no new claims to deallocate,"): compare the summary up to its first ". ".
+  [[ -n $msg ]] && echo "pending: ${msg%%. *}$([[ $msg == *". "* ]] && echo .)"
 }
 decided() { [[ -n $(outcome "$1" "$2") ]]; }
 bound_in() { [[ $(outcome "$1" "$2") == node=* ]]; }

@@ -192,7 +192,8 @@ TEST_CASE("loop: seed scenario binds three sharing pods and reports the fourth",
       CHECK(c.type == "PodScheduled");
       CHECK(c.status == "False");
       CHECK(c.reason == "Unschedulable");
-      CHECK(c.message == "0/1 nodes are available: 1 CardInsufficientCore.");
+      CHECK(c.message ==
+            "0/1 nodes are available: 1 CardInsufficientCore (asks 30% of a card's cores, largest free 10%).");
     }
   }
   CHECK(found);
@@ -403,7 +404,8 @@ TEST_CASE("loop: pods of other schedulers and bound pods are not scheduled but a
   h.start();
   REQUIRE(h.run_until([&] { return !h.api->conditions.empty(); }));
   CHECK(h.api->binds == 0);
-  CHECK(h.api->conditions.back().second.message == "0/1 nodes are available: 1 CardInsufficientMemory.");
+  CHECK(h.api->conditions.back().second.message ==
+        "0/1 nodes are available: 1 CardInsufficientMemory (asks 20000 MiB per card, largest free 11920 MiB).");
   CHECK(h.node_of("default/other").empty());
   h.finish();
 }
@@ -644,7 +646,7 @@ TEST_CASE("loop: a gated pod is never decided and gets no Events; decided at onc
   // One gate removed: still gated.
   pod["spec"].as_object()["schedulingGates"] = json::array{json::object{{"name", "example.com/data"}}};
   h.api->put_pod(pod);
-  h.run_until([] { return false; }, 500ms);
+  h.run_until([] { return false; }, 1s);
   CHECK(h.api->binds == 0);
   CHECK(h.api->events.empty());
   // The last gate goes: bound without waiting for a backoff or resync.

@@ -1,5 +1,7 @@
 #include "common/gpu_request.h"
 
+#include "common/json_access.h"
+
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -10,12 +12,6 @@ namespace gpuslice {
 namespace json = boost::json;
 
 namespace {
-
-const json::object* find_object(const json::object& o, std::string_view key) {
-  auto it = o.find(key);
-  if (it == o.end() || !it->value().is_object()) return nullptr;
-  return &it->value().get_object();
-}
 
 std::string quantity_text(const json::value& v) {
   if (v.is_string()) return std::string(v.get_string());
@@ -86,10 +82,10 @@ Result<int64_t> parse_whole_quantity(std::string_view text) {
 }
 
 Result<std::optional<int64_t>> container_resource(const json::object& container, std::string_view resource) {
-  const json::object* res = find_object(container, "resources");
+  const json::object* res = object_at(container, "resources");
   if (res == nullptr) return std::optional<int64_t>{};
   for (const char* section : {"limits", "requests"}) {
-    const json::object* m = find_object(*res, section);
+    const json::object* m = object_at(*res, section);
     if (m == nullptr) continue;
     auto it = m->find(resource);
     if (it == m->end()) continue;
@@ -111,10 +107,10 @@ Result<std::optional<int64_t>> container_resource(const json::object& container,
 }
 
 bool container_asks_gpu(const json::object& container, const DeviceConfig& d) {
-  const json::object* res = find_object(container, "resources");
+  const json::object* res = object_at(container, "resources");
   if (res == nullptr) return false;
   for (const char* section : {"limits", "requests"}) {
-    const json::object* m = find_object(*res, section);
+    const json::object* m = object_at(*res, section);
     if (m == nullptr) continue;
     for (const std::string* name :
          {&d.gpu_resource, &d.memory_resource, &d.memory_percentage_resource, &d.cores_resource}) {
@@ -187,7 +183,7 @@ Result<ContainerGpuRequest> extract_container(const json::object& c, bool init, 
 
 Result<PodGpuRequest> extract_gpu_request(const json::object& pod, const DeviceConfig& d) {
   PodGpuRequest out;
-  const json::object* spec = find_object(pod, "spec");
+  const json::object* spec = object_at(pod, "spec");
   if (spec == nullptr) return out;
   for (const char* key : {"initContainers", "containers"}) {
     auto it = spec->find(key);

@@ -14,63 +14,27 @@ namespace gpuslice::kube {
 namespace json = boost::json;
 
 std::string ApiError::to_string() const {
-  if (code == 0) {
-    return fmt::format("{}: {}", reason, message);
+  std::string s = code != 0 ? fmt::format("{} ", code) : std::string();
+  s += reason.empty() ? "Error" : reason;
+  if (!message.empty()) {
+    s += ": " + message;
   }
-  return fmt::format("{} {}: {}", code, reason, message);
+  return s;
 }
 
 // ---- small accessors ----------------------------------------------------------------------------------------
 
-std::string string_at(const json::object& o, std::string_view pointer) {
-  // Walked by hand: at_pointer needs a json::value, and wrapping the object would copy it.
-  const json::value* cur = nullptr;
-  const json::object* obj = &o;
-  std::string_view rest = pointer;
-  if (rest.empty() || rest.front() != '/') {
-    return {};
-  }
-  while (!rest.empty()) {
-    rest.remove_prefix(1);
-    const auto next = rest.find('/');
-    std::string token(rest.substr(0, next));
-    rest = next == std::string_view::npos ? std::string_view{} : rest.substr(next);
-    // JSON Pointer unescaping: ~1 -> '/', ~0 -> '~'.
-    std::string key;
-    for (std::size_t i = 0; i < token.size(); ++i) {
-      if (token[i] == '~' && i + 1 < token.size() && (token[i + 1] == '0' || token[i + 1] == '1')) {
-        key.push_back(token[i + 1] == '1' ? '/' : '~');
-        ++i;
-      } else {
-        key.push_back(token[i]);
-      }
-    }
-    if (obj == nullptr) {
-      return {};
-    }
-    cur = obj->if_contains(key);
-    if (cur == nullptr) {
-      return {};
-    }
-    obj = cur->if_object();
-  }
-  if (cur != nullptr && cur->is_string()) {
-    return std::string(cur->get_string());
-  }
-  return {};
-}
-
 std::string resource_version_of(const json::object& o) {
-  return string_at(o, "/metadata/resourceVersion");
+  return string_at_pointer(o, "/metadata/resourceVersion");
 }
 std::string name_of(const json::object& o) {
-  return string_at(o, "/metadata/name");
+  return string_at_pointer(o, "/metadata/name");
 }
 std::string namespace_of(const json::object& o) {
-  return string_at(o, "/metadata/namespace");
+  return string_at_pointer(o, "/metadata/namespace");
 }
 std::string uid_of(const json::object& o) {
-  return string_at(o, "/metadata/uid");
+  return string_at_pointer(o, "/metadata/uid");
 }
 
 // ---- metav1.Status ------------------------------------------------------------------------------------------
@@ -246,8 +210,8 @@ Result<ListPage> decode_list(std::string_view body) {
   if (const auto* k = o.if_contains("kind"); k != nullptr && k->is_string()) {
     page.kind = std::string(k->get_string());
   }
-  page.resource_version = string_at(o, "/metadata/resourceVersion");
-  page.continue_token = string_at(o, "/metadata/continue");
+  page.resource_version = string_at_pointer(o, "/metadata/resourceVersion");
+  page.continue_token = string_at_pointer(o, "/metadata/continue");
   auto* items = o.if_contains("items");
   if (items == nullptr || items->is_null()) {
     return page;  // an empty list may omit items

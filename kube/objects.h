@@ -3,6 +3,7 @@
 // Binding, the PodScheduled condition patch, events.k8s.io/v1 Events, coordination.k8s.io/v1 Leases and
 // MicroTime. No I/O; time enters as a parameter.
 
+#include "common/json_access.h"
 #include "common/result.h"
 #include "kube/error.h"
 
@@ -122,10 +123,8 @@ struct Lease {
 boost::json::object encode_lease(const Lease& l);
 Result<Lease> decode_lease(const boost::json::object& o);
 
-// ---- small accessors --------------------------------------------------------------------------------------
+// ---- small accessors (generic JSON access, string_at_pointer among it, is common/json_access.h) -----------
 
-/// The string at a JSON pointer ("/metadata/name"), or "" when absent or not a string.
-std::string string_at(const boost::json::object& o, std::string_view pointer);
 /// metadata.resourceVersion, metadata.name, metadata.namespace, metadata.uid.
 std::string resource_version_of(const boost::json::object& o);
 std::string name_of(const boost::json::object& o);

@@ -117,7 +117,6 @@ CertInfo info_of(X509* x) {
   return info;
 }
 
-
 }  // namespace
 
 Result<std::vector<CertInfo>> parse_pem_certificates(std::string_view pem) {

@@ -27,9 +27,9 @@
 namespace {
 namespace asio = boost::asio;
 namespace json = boost::json;
-using gpuslice::kube::ApiError;
 using gpuslice::doctor::CheckResult;
 using gpuslice::doctor::Names;
+using gpuslice::kube::ApiError;
 using gpuslice::kube::Client;
 
 struct Options {
@@ -75,7 +75,8 @@ asio::awaitable<gpuslice::doctor::DryRun> dry_run(Client& client, const json::ob
   boost::system::error_code ec;
   json::value v = json::parse(r->body, ec);
   if (ec || !v.is_object()) {
-    out.failure = ApiError{r->status, gpuslice::kube::kReasonDecode, "dry-run answer is not a JSON object: " + r->body.substr(0, 200)};
+    out.failure = ApiError{r->status, gpuslice::kube::kReasonDecode,
+                           "dry-run answer is not a JSON object: " + r->body.substr(0, 200)};
     co_return out;
   }
   out.pod = std::move(v.get_object());
@@ -216,8 +217,7 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
       std::string bindings_path = adm + "validatingadmissionpolicybindings";
       auto bindings = co_await client->list(std::move(bindings_path), list_options);
       if (!bindings) {
-        results.push_back(
-            failed_read("scheduler-guard", "ValidatingAdmissionPolicyBindings", bindings.error()));
+        results.push_back(failed_read("scheduler-guard", "ValidatingAdmissionPolicyBindings", bindings.error()));
       } else {
         results.push_back(check_guard(policy.object, bindings->items, names));
       }
@@ -230,14 +230,12 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
   } else {
     auto lease = co_await client->get_lease(names.lease_namespace, names.lease_name);
     if (lease) {
-      LeaseObservation obs{lease->holder_identity, lease->lease_duration_seconds, lease->renew_time,
-                           lease->acquire_time, lease->lease_transitions};
-      results.push_back(check_lease(obs, names, std::chrono::system_clock::now()));
+      results.push_back(check_lease(*lease, names, std::chrono::system_clock::now()));
     } else if (lease.error().is_not_found()) {
       results.push_back(check_lease(std::nullopt, names, std::chrono::system_clock::now()));
     } else {
-      results.push_back(failed_read("scheduler-lease", "Lease " + names.lease_namespace + "/" + names.lease_name,
-                                    lease.error()));
+      results.push_back(
+          failed_read("scheduler-lease", "Lease " + names.lease_namespace + "/" + names.lease_name, lease.error()));
     }
   }
 

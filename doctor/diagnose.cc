@@ -5,8 +5,8 @@
 #include "common/base64.h"
 #include "common/gpu_request.h"
 #include "common/json_access.h"
+#include "common/quantity.h"
 #include "scheduler/inventory.h"
-#include "scheduler/quantity.h"
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
@@ -211,7 +211,8 @@ Diagnosis diagnose_api_error(const ApiError& f, std::string_view what) {
 }
 
 CheckResult failed_read(std::string check, std::string_view what, const ApiError& failure) {
-  return make_fail(std::move(check), {std::string(what) + ": " + failure.to_string()}, diagnose_api_error(failure, what));
+  return make_fail(std::move(check), {std::string(what) + ": " + failure.to_string()},
+                   diagnose_api_error(failure, what));
 }
 
 // ---- webhook configuration ------------------------------------------------------------------------------------
@@ -643,7 +644,7 @@ CheckResult check_guard(const std::optional<json::object>& policy, const std::ve
   return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
 }
 
-CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Names& names,
+CheckResult check_lease(const std::optional<kube::Lease>& lease, const Names& names,
                         std::chrono::system_clock::time_point now) {
   const std::string check = "scheduler-lease";
   std::string id = "Lease " + names.lease_namespace + "/" + names.lease_name;
@@ -658,14 +659,14 @@ CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Name
                       "scheduler.leaderElection names another Lease (or --lease= when leader election is off)",
                       "lease-missing"});
   }
-  const auto& l = *lease;
+  const kube::LeaseSpec& l = lease->spec;
   std::vector<std::string> ev;
   std::string renew = l.renew_time ? certs::format_unix_time(std::chrono::system_clock::to_time_t(*l.renew_time))
                                    : std::string("(none)");
-  ev.push_back(id + ": holder " + (l.holder.empty() ? std::string("(none)") : l.holder) + ", renewTime " + renew +
-               ", leaseDurationSeconds " + std::to_string(l.duration_seconds) + ", transitions " +
-               std::to_string(l.transitions));
-  if (l.holder.empty()) {
+  ev.push_back(id + ": holder " + (l.holder_identity.empty() ? std::string("(none)") : l.holder_identity) +
+               ", renewTime " + renew + ", leaseDurationSeconds " + std::to_string(l.lease_duration_seconds) +
+               ", transitions " + std::to_string(l.lease_transitions));
+  if (l.holder_identity.empty()) {
     return make_fail(check, std::move(ev),
                      {"the lease was released and nobody holds it: no gpuslice scheduler replica is running (a "
                       "replica that stops gives the lease up)",
@@ -681,10 +682,10 @@ CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Name
   auto age = std::chrono::duration_cast<std::chrono::seconds>(now - *l.renew_time);
   ev.push_back("renewed " + std::to_string(age.count()) + " s ago");
   // 2 s of slack for the clock skew between this machine and the leader's.
-  if (age > std::chrono::seconds(l.duration_seconds) + std::chrono::seconds(2)) {
+  if (age > std::chrono::seconds(l.lease_duration_seconds) + std::chrono::seconds(2)) {
     return make_fail(check, std::move(ev),
-                     {"the holder " + l.holder + " stopped renewing " + std::to_string(age.count()) +
-                          " s ago (lease duration " + std::to_string(l.duration_seconds) +
+                     {"the holder " + l.holder_identity + " stopped renewing " + std::to_string(age.count()) +
+                          " s ago (lease duration " + std::to_string(l.lease_duration_seconds) +
                           " s): the leader crashed, hangs or lost the API server, and no other replica took over",
                       "check gpuslice's logs on the holder; start a replica (another takes over after the lease "
                       "duration)",
@@ -721,7 +722,7 @@ CheckResult check_inventory(const std::vector<json::object>& nodes, std::size_t 
     }
     int64_t alloc = 0;
     if (!alloc_text.empty()) {
-      auto q = scheduler::parse_quantity_milli(alloc_text);
+      auto q = parse_quantity_milli(alloc_text);
       alloc = q ? *q / 1000 : 0;
     }
     if (alloc <= 0) {

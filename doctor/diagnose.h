@@ -21,6 +21,7 @@
 
 #include "common/result.h"
 #include "kube/error.h"
+#include "kube/objects.h"  // kube::Lease
 
 #include <boost/json/object.hpp>
 
@@ -154,18 +155,9 @@ CheckResult check_plain_dry_run(const DryRun& result, const Names& names);
 CheckResult check_guard(const std::optional<boost::json::object>& policy,
                         const std::vector<boost::json::object>& bindings, const Names& names);
 
-/// A coordination.k8s.io/v1 Lease as observed (plain data).
-struct LeaseObservation {
-  std::string holder;
-  int32_t duration_seconds = 0;
-  std::optional<std::chrono::system_clock::time_point> renew_time;
-  std::optional<std::chrono::system_clock::time_point> acquire_time;
-  int32_t transitions = 0;
-};
-
-/// scheduler-lease: held (holderIdentity set) and fresh (renewTime + leaseDurationSeconds >= now, 2 s of skew
-/// allowed). nullopt = 404. `names.lease_name` empty: SKIP.
-CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Names& names,
+/// scheduler-lease: the scheduler's Lease (kube::Lease, as the client read it) is held (holderIdentity set) and fresh
+/// (renewTime + leaseDurationSeconds >= now, 2 s of skew allowed). nullopt = 404. `names.lease_name` empty: SKIP.
+CheckResult check_lease(const std::optional<kube::Lease>& lease, const Names& names,
                         std::chrono::system_clock::time_point now);
 
 /// gpu-inventory: nodes carrying hami.io/node-nvidia-register that decode and whose allocatable nvidia.com/gpu

@@ -2,6 +2,7 @@
 
 #include "common/base64.h"
 #include "common/json_access.h"
+#include "common/rfc3339.h"
 
 #include <fmt/format.h>
 #include <boost/json/object.hpp>

@@ -1,18 +1,19 @@
 #include "scheduler/pod_info.h"
 
-#include "scheduler/quantity.h"
 #include "common/json_access.h"
+#include "common/quantity.h"
 
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
 #include <charconv>
+#include <iterator>
+#include <utility>
 
 namespace gpuslice::scheduler {
 namespace json = boost::json;
 
 namespace {
-
 
 std::vector<std::string> comma_list(std::string_view s) {
   std::vector<std::string> out;
@@ -94,22 +95,16 @@ Result<NodeSelectorRequirement> requirement(const json::value& v, const std::str
   const json::object& o = v.get_object();
   NodeSelectorRequirement r;
   r.key = string_at(o, "key");
-  std::string op = string_at(o, "operator");
-  if (op == "In") {
-    r.op = SelectorOp::in;
-  } else if (op == "NotIn") {
-    r.op = SelectorOp::not_in;
-  } else if (op == "Exists") {
-    r.op = SelectorOp::exists;
-  } else if (op == "DoesNotExist") {
-    r.op = SelectorOp::does_not_exist;
-  } else if (op == "Gt") {
-    r.op = SelectorOp::gt;
-  } else if (op == "Lt") {
-    r.op = SelectorOp::lt;
-  } else {
+  const std::string op = string_at(o, "operator");
+  static constexpr std::pair<std::string_view, SelectorOp> kOps[] = {
+      {"In", SelectorOp::in},         {"NotIn", SelectorOp::not_in},
+      {"Exists", SelectorOp::exists}, {"DoesNotExist", SelectorOp::does_not_exist},
+      {"Gt", SelectorOp::gt},         {"Lt", SelectorOp::lt}};
+  const auto* known = std::find_if(std::begin(kOps), std::end(kOps), [&](const auto& e) { return e.first == op; });
+  if (known == std::end(kOps)) {
     return make_error(at + ".operator: \"" + op + "\" is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt");
   }
+  r.op = known->second;
   if (const json::array* vals = array_at(o, "values")) {
     for (const json::value& x : *vals) {
       r.values.push_back(value_text(x));

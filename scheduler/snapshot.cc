@@ -1,7 +1,7 @@
 #include "scheduler/snapshot.h"
 
-#include "scheduler/quantity.h"
 #include "common/json_access.h"
+#include "common/quantity.h"
 
 #include <boost/json/serialize.hpp>
 

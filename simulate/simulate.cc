@@ -71,8 +71,10 @@ Result<SimulationResult> simulate(const SimulationInput& input, const Configurat
               return make_error(at + st.message());
             }
             std::string ns = string_at_pointer(m.object, "/metadata/namespace");
-            std::string key = (ns.empty() ? std::string("default") : ns) + "/" + string_at_pointer(m.object, "/metadata/name");
-            if (const PodRecord* rec = snap.find_pod(ns.empty() ? "default" : ns, string_at_pointer(m.object, "/metadata/name"))) {
+            std::string key =
+                (ns.empty() ? std::string("default") : ns) + "/" + string_at_pointer(m.object, "/metadata/name");
+            if (const PodRecord* rec =
+                    snap.find_pod(ns.empty() ? "default" : ns, string_at_pointer(m.object, "/metadata/name"))) {
               card_pods.add(rec->gpu_node, rec->devices, key);
             }
           } else {

@@ -109,7 +109,8 @@ TEST_CASE("admission errors map to named causes", "[doctor][diagnose]") {
   CHECK_THAT(cause_of(403, "Forbidden", "pods is forbidden: User \"x\" cannot create resource \"pods\""),
              Contains("may not create pods"));
   CHECK_THAT(cause_of(404, "NotFound", "namespaces \"nope\" not found"), Contains("does not exist"));
-  CHECK_THAT(cause_of(0, gpuslice::kube::kReasonTransport, "connect 127.0.0.1:16443: Connection refused"), Contains("not reachable"));
+  CHECK_THAT(cause_of(0, gpuslice::kube::kReasonTransport, "connect 127.0.0.1:16443: Connection refused"),
+             Contains("not reachable"));
   CHECK_THAT(cause_of(418, "Teapot", "short and stout"), Contains("unrecognised"));
   // Every diagnosis carries a fix.
   CHECK_FALSE(diagnose_admission_error(ApiError{500, "", "No agent available"}, names).fix.empty());
@@ -233,8 +234,8 @@ TEST_CASE("tunnel: No agent available fails, a dial from the worker side passes"
   CHECK(down.verdict == Verdict::fail);
   CHECK_THAT(down.cause, Contains("Konnectivity agent not connected"));
   auto up = check_tunnel("a-worker-0", ApiError{503, "ServiceUnavailable",
-                                                  "error trying to reach service: dial tcp 10.244.0.1:10250: connect: "
-                                                  "network is unreachable"});
+                                                "error trying to reach service: dial tcp 10.244.0.1:10250: connect: "
+                                                "network is unreachable"});
   CHECK(up.verdict == Verdict::pass);
   CHECK(check_tunnel("a-worker-0", std::nullopt).verdict == Verdict::pass);
   CHECK(check_tunnel("", std::nullopt).verdict == Verdict::skip);
@@ -311,19 +312,20 @@ TEST_CASE("scheduler-guard: policy bound with Deny", "[doctor][guard]") {
 TEST_CASE("scheduler-lease: held and fresh", "[doctor][lease]") {
   Names names;
   auto now = std::chrono::system_clock::time_point(std::chrono::seconds(kNow));
-  LeaseObservation l{"host_abc", 15, now - std::chrono::seconds(3), now - std::chrono::seconds(100), 1};
+  gpuslice::kube::Lease l;
+  l.spec = {"host_abc", 15, /*acquire*/ now - std::chrono::seconds(100), /*renew*/ now - std::chrono::seconds(3), 1};
   auto fresh = check_lease(l, names, now);
   CHECK(fresh.verdict == Verdict::pass);
   CHECK_THAT(fresh.evidence.at(0), Contains("holder host_abc"));
 
   auto stale = l;
-  stale.renew_time = now - std::chrono::seconds(60);
+  stale.spec.renew_time = now - std::chrono::seconds(60);
   auto r = check_lease(stale, names, now);
   CHECK(r.verdict == Verdict::fail);
   CHECK_THAT(r.cause, Contains("stopped renewing 60 s ago"));
 
   auto released = l;
-  released.holder.clear();
+  released.spec.holder_identity.clear();
   CHECK_THAT(check_lease(released, names, now).cause, Contains("released"));
   CHECK(check_lease(std::nullopt, names, now).verdict == Verdict::fail);
   names.lease_name.clear();
@@ -408,8 +410,7 @@ TEST_CASE("correlate: a guard refusal is blamed on the tunnel or on gpuslice", "
 
   SECTION("agent down") {
     std::vector<CheckResult> checks{
-        check_tunnel("n", ApiError{500, "InternalError", "error trying to reach service: No agent available"}),
-        guard};
+        check_tunnel("n", ApiError{500, "InternalError", "error trying to reach service: No agent available"}), guard};
     correlate(checks);
     CHECK(checks[1].cause_id == "agent-not-connected");
     CHECK_THAT(checks[1].cause, Contains("held back"));

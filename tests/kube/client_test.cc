@@ -608,17 +608,17 @@ TEST_CASE("typed helpers: binding, pod status, events, leases") {
 
     auto lease = co_await client->get_lease("kube-system", "l");
     REQUIRE(lease);
-    REQUIRE(lease->holder_identity == "a");
+    REQUIRE(lease->spec.holder_identity == "a");
     REQUIRE(lease->resource_version == "5");
     auto exists = co_await client->create_lease(*lease);
     REQUIRE_FALSE(exists);
     REQUIRE(exists.error().is_already_exists());
     Lease mine = *lease;
-    mine.holder_identity = "b";
+    mine.spec.holder_identity = "b";
     auto updated = co_await client->update_lease(mine);
     REQUIRE(updated);
     REQUIRE(updated->resource_version == "6");
-    REQUIRE(updated->holder_identity == "b");
+    REQUIRE(updated->spec.holder_identity == "b");
     lease_rv = "6";
     auto stale = co_await client->update_lease(mine);  // still carries RV 5
     REQUIRE_FALSE(stale);

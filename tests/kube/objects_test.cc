@@ -94,28 +94,14 @@ TEST_CASE("lists decode items, resourceVersion and continue") {
   REQUIRE_FALSE(decode_list("nope"));
 }
 
-TEST_CASE("MicroTime and Time formatting, RFC 3339 parsing") {
+TEST_CASE("MicroTime and Time are RFC 3339 with 6 and 0 fraction digits") {
+  // The codec itself, parsing included, is tested in tests/common/rfc3339_test.cc.
   REQUIRE(format_micro_time(at(1796083200, 123456)) == "2026-12-01T00:00:00.123456Z");
   REQUIRE(format_micro_time(at(0)) == "1970-01-01T00:00:00.000000Z");
   REQUIRE(format_time(at(1796083200, 999999)) == "2026-12-01T00:00:00Z");
   REQUIRE(format_micro_time(at(-1, 500000)) == "1969-12-31T23:59:59.500000Z");
-
-  auto t = parse_rfc3339("2026-12-01T00:00:00.123456Z");
-  REQUIRE(t);
-  REQUIRE(*t == at(1796083200, 123456));
-  auto off = parse_rfc3339("2026-12-01T02:30:00+02:30");
-  REQUIRE(off);
-  REQUIRE(*off == at(1796083200));
-  REQUIRE(parse_rfc3339("2026-12-01T00:00:00.1Z").value() == at(1796083200, 100000));
-  for (const char* bad : {"2026-12-01", "2026-13-01T00:00:00Z", "2026-12-01T00:00:00", "2026-12-01T00:00:00.Z",
-                          "2026-12-01T00:00:00Zjunk", "2026-12-01T00:00:00+0200", ""}) {
-    INFO(bad);
-    auto r = parse_rfc3339(bad);
-    REQUIRE_FALSE(r);
-  }
-  // Round trip through the formatter.
   const auto now = at(1800000000, 654321);
-  REQUIRE(parse_rfc3339(format_micro_time(now)).value() == now);
+  REQUIRE(gpuslice::parse_rfc3339(format_micro_time(now)).value() == now);
 }
 
 TEST_CASE("binding and PodScheduled condition patch") {
@@ -165,21 +151,21 @@ TEST_CASE("Lease encode and decode round trip") {
   l.namespace_ = "kube-system";
   l.name = "gpuslice";
   l.resource_version = "55";
-  l.holder_identity = "gpuslice-0_abc";
-  l.lease_duration_seconds = 15;
-  l.acquire_time = at(1796083200, 1);
-  l.renew_time = at(1796083210, 2);
-  l.lease_transitions = 3;
+  l.spec.holder_identity = "gpuslice-0_abc";
+  l.spec.lease_duration_seconds = 15;
+  l.spec.acquire_time = at(1796083200, 1);
+  l.spec.renew_time = at(1796083210, 2);
+  l.spec.lease_transitions = 3;
   const auto o = encode_lease(l);
   REQUIRE(string_at_pointer(o, "/spec/renewTime") == "2026-12-01T00:00:10.000002Z");
   auto back = decode_lease(o);
   REQUIRE(back);
-  REQUIRE(back->holder_identity == l.holder_identity);
+  REQUIRE(back->spec.holder_identity == l.spec.holder_identity);
   REQUIRE(back->resource_version == "55");
-  REQUIRE(back->lease_duration_seconds == 15);
-  REQUIRE(back->lease_transitions == 3);
-  REQUIRE(back->acquire_time == l.acquire_time);
-  REQUIRE(back->renew_time == l.renew_time);
+  REQUIRE(back->spec.lease_duration_seconds == 15);
+  REQUIRE(back->spec.lease_transitions == 3);
+  REQUIRE(back->spec.acquire_time == l.spec.acquire_time);
+  REQUIRE(back->spec.renew_time == l.spec.renew_time);
 
   auto bad = decode_lease(json::parse(R"({"metadata":{"name":"x"},"spec":{"leaseDurationSeconds":"15"}})").as_object());
   REQUIRE_FALSE(bad);
@@ -187,5 +173,35 @@ TEST_CASE("Lease encode and decode round trip") {
   REQUIRE_FALSE(decode_lease(json::parse(R"({"metadata":{"name":"x"},"spec":{"renewTime":"yesterday"}})").as_object()));
   auto empty = decode_lease(json::parse(R"({"metadata":{"name":"x","resourceVersion":"1"}})").as_object());
   REQUIRE(empty);
-  REQUIRE(empty->holder_identity.empty());
+  REQUIRE(empty->spec.holder_identity.empty());
+}
+
+TEST_CASE("Lease JSON round-trips as the leader elector writes it") {
+  Lease l{"kube-system", "gpuslice-scheduler", "42", "", {"a_1", 15, at(1796024904), at(1796024906), 3}};
+  auto j = encode_lease(l);
+  REQUIRE(j.at("apiVersion") == "coordination.k8s.io/v1");
+  REQUIRE(j.at("kind") == "Lease");
+  REQUIRE(j.at("metadata").at("resourceVersion") == "42");
+  REQUIRE(string_at_pointer(j, "/spec/acquireTime") == "2026-11-30T07:48:24.000000Z");
+  auto back = decode_lease(j);
+  REQUIRE(back);
+  REQUIRE(back->spec == l.spec);
+  REQUIRE(back->resource_version == "42");
+  REQUIRE(back->namespace_ == "kube-system");
+  REQUIRE(back->name == "gpuslice-scheduler");
+
+  // A release: holderIdentity is written even when empty, so the PUT clears it; no resourceVersion on create.
+  Lease released = l;
+  released.spec.holder_identity.clear();
+  released.resource_version.clear();
+  auto r = encode_lease(released);
+  REQUIRE(r.at("spec").as_object().contains("holderIdentity"));
+  REQUIRE(r.at("spec").at("holderIdentity") == "");
+  REQUIRE_FALSE(r.at("metadata").as_object().contains("resourceVersion"));
+
+  auto bad = decode_lease(json::parse(R"({"metadata":{"name":"x"},"spec":{"leaseTransitions":1.5}})").as_object());
+  REQUIRE_FALSE(bad);
+  REQUIRE(bad.message().rfind("lease x: spec.leaseTransitions = ", 0) == 0);
+  REQUIRE_FALSE(decode_lease(json::parse(R"({"metadata":{"name":"x"},"spec":[]})").as_object()));
+  REQUIRE_FALSE(decode_lease(json::parse(R"({"spec":{}})").as_object()));
 }

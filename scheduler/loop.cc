@@ -1,5 +1,6 @@
 #include "scheduler/loop.h"
 
+#include "common/json_access.h"
 #include "common/log.h"
 #include "scheduler/allocation.h"
 #include "scheduler/loop_metrics.h"
@@ -25,26 +26,6 @@ constexpr auto kAwait = asio::as_tuple(asio::use_awaitable);
 
 int64_t unix_seconds(WallTime t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
-}
-
-std::optional<std::string> optional_annotation(const boost::json::object& obj, std::string_view key) {
-  const auto* meta = obj.if_contains("metadata");
-  if (meta == nullptr || !meta->is_object()) {
-    return std::nullopt;
-  }
-  const auto* ann = meta->get_object().if_contains("annotations");
-  if (ann == nullptr || !ann->is_object()) {
-    return std::nullopt;
-  }
-  const auto* v = ann->get_object().if_contains(key);
-  if (v == nullptr || !v->is_string()) {
-    return std::nullopt;
-  }
-  return std::string(v->get_string());
-}
-
-std::string annotation(const boost::json::object& obj, std::string_view key) {
-  return optional_annotation(obj, key).value_or(std::string());
 }
 
 bool finished_phase(std::string_view phase) {
@@ -83,8 +64,8 @@ std::string fit_fingerprint(const boost::json::object& node) {
       fp["a"] = *a;
     }
   }
-  fp["r"] = annotation(node, kNodeRegisterAnnotation);
-  fp["c"] = annotation(node, kDeviceCordonAnnotation);
+  fp["r"] = annotation(node, kNodeRegisterAnnotation).value_or("");
+  fp["c"] = annotation(node, kDeviceCordonAnnotation).value_or("");
   return boost::json::serialize(fp);
 }
 
@@ -266,8 +247,8 @@ void SchedulingLoop::apply_pod(const boost::json::object& pod, bool deleted) {
   if (auto st = snapshot_.upsert_pod(pod); !st) {
     log::warning("pod counted without its bad field", {{"pod", skey}, {"error", st.message()}});
   }
-  const bool ours = kube::string_at(pod, "/spec/schedulerName") == options_.scheduler_name && brief.node_name.empty() &&
-                    !deleting(pod) && !has_scheduling_gates(pod);
+  const bool ours = string_at_pointer(pod, "/spec/schedulerName") == options_.scheduler_name &&
+                    brief.node_name.empty() && !deleting(pod) && !has_scheduling_gates(pod);
   if (ours) {
     if (auto rb = recent_binds_.find(key); rb != recent_binds_.end()) {
       return;  // we bound it a moment ago; this event predates the binding
@@ -355,7 +336,7 @@ void SchedulingLoop::apply_node(const boost::json::object& node, bool deleted) {
     wake();
   }
   // Last: the locker may start a janitor task that reads what this event stored.
-  locker_.observe(name, kube::resource_version_of(node), optional_annotation(node, kNodeLockAnnotation));
+  locker_.observe(name, kube::resource_version_of(node), annotation(node, kNodeLockAnnotation));
 }
 
 void SchedulingLoop::on_quota_event(const kube::ReflectorEvent& event) {

@@ -28,12 +28,12 @@
 // Reflectors on it. Only ready()/leading() may be read from other threads.
 
 #include "common/config.h"
+#include "common/rfc3339.h"
 #include "kube/reflector.h"
 #include "scheduler/loop_api.h"
 #include "scheduler/loop_clock.h"
 #include "scheduler/loop_queue.h"
 #include "scheduler/loop_reporter.h"
-#include "scheduler/loop_time.h"
 #include "scheduler/node_lock.h"
 #include "scheduler/node_locker.h"
 #include "scheduler/schedule.h"

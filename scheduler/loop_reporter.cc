@@ -1,5 +1,6 @@
 #include "scheduler/loop_reporter.h"
 
+#include "common/json_access.h"
 #include "common/log.h"
 #include "scheduler/loop_metrics.h"
 
@@ -21,9 +22,9 @@ bool condition_matches(const boost::json::object& pod, std::string_view message)
       continue;
     }
     const auto& o = c.get_object();
-    if (kube::string_at(o, "/type") == "PodScheduled") {
-      return kube::string_at(o, "/status") == "False" && kube::string_at(o, "/reason") == "Unschedulable" &&
-             kube::string_at(o, "/message") == message;
+    if (string_at_pointer(o, "/type") == "PodScheduled") {
+      return string_at_pointer(o, "/status") == "False" && string_at_pointer(o, "/reason") == "Unschedulable" &&
+             string_at_pointer(o, "/message") == message;
     }
   }
   return false;

@@ -1,6 +1,6 @@
 #include "scheduler/node_lock.h"
 
-#include "scheduler/text.h"
+#include "common/json_access.h"
 
 #include <boost/json/serialize.hpp>
 
@@ -144,9 +144,9 @@ PodBrief brief_of(const boost::json::object& pod) {
     const boost::json::object* o = &pod;
     auto last = path.end() - 1;
     for (auto it = path.begin(); o != nullptr && it != last; ++it) {
-      o = detail::obj(*o, *it);
+      o = object_at(*o, *it);
     }
-    return o != nullptr ? detail::str(*o, *last) : std::string();
+    return o != nullptr ? string_at(*o, *last) : std::string();
   };
   PodBrief b;
   b.uid = at({"metadata", "uid"});

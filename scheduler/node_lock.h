@@ -7,8 +7,8 @@
 // scheduler/node_locker.h is that caller.
 
 #include "common/result.h"
+#include "common/rfc3339.h"
 #include "scheduler/allocation.h"  // kNodeLockAnnotation
-#include "scheduler/loop_time.h"
 
 #include <boost/json/object.hpp>
 

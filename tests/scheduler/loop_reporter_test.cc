@@ -3,7 +3,7 @@
 // message, the in-flight cap with dropped reports counted, and the Scheduled event's fields.
 #include "scheduler/loop_reporter.h"
 
-#include "scheduler/loop_time.h"
+#include "common/rfc3339.h"
 
 #include "loop_fake_api.h"
 
@@ -18,6 +18,7 @@
 #include <string>
 
 using namespace gpuslice::scheduler;
+using gpuslice::WallTime;
 using gpuslice::scheduler::testing::FakeApi;
 namespace json = boost::json;
 namespace asio = boost::asio;

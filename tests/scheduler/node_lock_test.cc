@@ -3,6 +3,7 @@
 #include <boost/json/parse.hpp>
 #include <catch2/catch.hpp>
 
+using namespace gpuslice;
 using namespace gpuslice::scheduler;
 using namespace std::chrono;
 using namespace std::chrono_literals;

@@ -21,6 +21,7 @@
 #include <string>
 
 using namespace gpuslice::scheduler;
+using gpuslice::WallTime;
 using gpuslice::scheduler::testing::FakeApi;
 namespace kube = gpuslice::kube;
 namespace json = boost::json;

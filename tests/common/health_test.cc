@@ -1,0 +1,86 @@
+// HealthChecks::evaluate as plain calls: the reply of every form of /livez and /readyz request.
+#include "common/health.h"
+
+#include <catch2/catch.hpp>
+
+#include <stdexcept>
+
+using gpuslice::HealthChecks;
+using gpuslice::Status;
+
+namespace {
+Status failed(const char* why) {
+  return gpuslice::make_error(why);
+}
+}  // namespace
+
+TEST_CASE("health: all checks pass: ok, or the list with verbose") {
+  HealthChecks h("readyz");
+  h.add("ping", [] { return Status::Ok(); });
+  h.add("leader", [] { return Status::Ok(); });
+  auto r = h.evaluate("", "");
+  CHECK(r.status == 200);
+  CHECK(r.body == "ok");
+  r = h.evaluate("", "verbose");
+  CHECK(r.status == 200);
+  CHECK(r.body == "[+]ping ok\n[+]leader ok\nreadyz check passed\n");
+  CHECK(h.evaluate("", "verbose=1&x=y").body == "[+]ping ok\n[+]leader ok\nreadyz check passed\n");
+}
+
+TEST_CASE("health: a failing check fails the endpoint and its reason is withheld") {
+  HealthChecks h("livez");
+  h.add("ping", [] { return Status::Ok(); });
+  h.add("deadlock", [] { return failed("worker stuck for 5m"); });
+  auto r = h.evaluate("", "");
+  CHECK(r.status == 500);
+  CHECK(r.body == "[+]ping ok\n[-]deadlock failed: reason withheld\nlivez check failed\n");
+  CHECK(r.body.find("stuck") == std::string::npos);
+}
+
+TEST_CASE("health: one check by name, and 404 for an unknown name") {
+  HealthChecks h("readyz");
+  h.add("ping", [] { return Status::Ok(); });
+  h.add("leader", [] { return failed("not the leader"); });
+  CHECK(h.evaluate("/ping", "").status == 200);
+  CHECK(h.evaluate("/ping", "").body == "ok");
+  auto r = h.evaluate("/leader", "");
+  CHECK(r.status == 500);
+  CHECK(r.body == "internal server error: leader check failed\n");
+  r = h.evaluate("/nope", "");
+  CHECK(r.status == 404);
+  CHECK(r.body == "404 page not found: no check \"nope\" under /readyz\n");
+}
+
+TEST_CASE("health: exclude skips checks and may repeat") {
+  HealthChecks h("readyz");
+  h.add("ping", [] { return Status::Ok(); });
+  h.add("leader", [] { return failed("no"); });
+  h.add("informer-sync", [] { return failed("no"); });
+  CHECK(h.evaluate("", "exclude=leader").status == 500);
+  auto r = h.evaluate("", "exclude=leader&exclude=informer-sync&verbose");
+  CHECK(r.status == 200);
+  CHECK(r.body == "[+]ping ok\n[+]leader excluded: ok\n[+]informer-sync excluded: ok\nreadyz check passed\n");
+}
+
+TEST_CASE("health: a check that throws counts as failed; add replaces, remove removes, order is kept") {
+  HealthChecks h("livez");
+  h.add("ping", [] { return Status::Ok(); });
+  h.add("boom", []() -> Status { throw std::runtime_error("boom"); });
+  CHECK(h.evaluate("", "").status == 500);
+  h.add("boom", [] { return Status::Ok(); });  // replaced in place
+  CHECK(h.evaluate("", "").status == 200);
+  CHECK(h.names() == std::vector<std::string>{"ping", "boom"});
+  h.remove("boom");
+  CHECK(h.names() == std::vector<std::string>{"ping"});
+  CHECK(h.endpoint() == "livez");
+}
+
+TEST_CASE("health: a check may add checks while being evaluated (no lock held)") {
+  HealthChecks h("readyz");
+  h.add("grow", [&h] {
+    h.add("late", [] { return Status::Ok(); });
+    return Status::Ok();
+  });
+  CHECK(h.evaluate("", "").status == 200);
+  CHECK(h.names() == std::vector<std::string>{"grow", "late"});
+}

@@ -87,23 +87,23 @@ TEST_CASE("webhook.handshakeTimeout and writeTimeout: unset follow readTimeout, 
   CHECK(set->webhook.write_timeout == 1min);
 }
 
+namespace {
+/// The error of a configuration whose webhook section is `{fields}`, or "<ok>".
+std::string webhook_error(const std::string& fields) {
+  auto r =
+      parse_configuration("apiVersion: gpuslice.io/v1alpha1\nkind: GpusliceConfiguration\nwebhook: {" + fields + "}\n");
+  return r.ok() ? "<ok>" : r.message();
+}
+}  // namespace
+
 TEST_CASE("webhook.handshakeTimeout and writeTimeout: bad values name the field and the value") {
-  const std::string head = "apiVersion: gpuslice.io/v1alpha1\nkind: GpusliceConfiguration\n";
-  auto r1 = parse_configuration(head + "webhook: {handshakeTimeout: 10}\n");
-  REQUIRE_FALSE(r1.ok());
-  CHECK(r1.message() == "webhook.handshakeTimeout: \"10\" is not a duration (missing unit (ms, s, m or h))");
-  auto r2 = parse_configuration(head + "webhook: {writeTimeout: -1s}\n");
-  REQUIRE_FALSE(r2.ok());
-  CHECK(r2.message().find("webhook.writeTimeout: \"-1s\" is not a duration") == 0);
-  auto r3 = parse_configuration(head + "webhook: {handshakeTimeout: 0s}\n");
-  REQUIRE_FALSE(r3.ok());
-  CHECK(r3.message() == "webhook.handshakeTimeout: \"0s\" must be greater than 0");
-  auto r4 = parse_configuration(head + "webhook: {writeTimeout: \"0\"}\n");
-  REQUIRE_FALSE(r4.ok());
-  CHECK(r4.message() == "webhook.writeTimeout: \"0s\" must be greater than 0");
-  auto r5 = parse_configuration(head + "webhook: {writeTimeout: [1s]}\n");
-  REQUIRE_FALSE(r5.ok());
-  CHECK(r5.message() == "webhook.writeTimeout: must be a duration such as 15s");
+  CHECK(webhook_error("handshakeTimeout: 10") ==
+        "webhook.handshakeTimeout: \"10\" is not a duration (missing unit (ms, s, m or h))");
+  CHECK(webhook_error("writeTimeout: -1s").find("webhook.writeTimeout: \"-1s\" is not a duration") == 0);
+  CHECK(webhook_error("handshakeTimeout: 0s") == "webhook.handshakeTimeout: \"0s\" must be greater than 0");
+  CHECK(webhook_error("writeTimeout: \"0\"") == "webhook.writeTimeout: \"0s\" must be greater than 0");
+  CHECK(webhook_error("writeTimeout: [1s]") == "webhook.writeTimeout: must be a duration such as 15s");
+  CHECK(webhook_error("handshakeTimeout: 1ms, writeTimeout: 1ms") == "<ok>");
   // validate_configuration (run again after flags) sees a value set by a flag as well.
   Configuration c;
   c.webhook.write_timeout = 0ms;

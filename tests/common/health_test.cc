@@ -9,15 +9,27 @@ using gpuslice::HealthChecks;
 using gpuslice::Status;
 
 namespace {
+
 Status failed(const char* why) {
   return gpuslice::make_error(why);
 }
+
+/// Adds checks named in `passing` (always OK) then `failing` (always an error).
+void add_checks(HealthChecks& h, std::initializer_list<const char*> passing,
+                std::initializer_list<const char*> failing = {}) {
+  for (const char* n : passing) {
+    h.add(n, [] { return Status::Ok(); });
+  }
+  for (const char* n : failing) {
+    h.add(n, [] { return failed("failing on purpose"); });
+  }
+}
+
 }  // namespace
 
 TEST_CASE("health: all checks pass: ok, or the list with verbose") {
   HealthChecks h("readyz");
-  h.add("ping", [] { return Status::Ok(); });
-  h.add("leader", [] { return Status::Ok(); });
+  add_checks(h, {"ping", "leader"});
   auto r = h.evaluate("", "");
   CHECK(r.status == 200);
   CHECK(r.body == "ok");
@@ -29,7 +41,7 @@ TEST_CASE("health: all checks pass: ok, or the list with verbose") {
 
 TEST_CASE("health: a failing check fails the endpoint and its reason is withheld") {
   HealthChecks h("livez");
-  h.add("ping", [] { return Status::Ok(); });
+  add_checks(h, {"ping"});
   h.add("deadlock", [] { return failed("worker stuck for 5m"); });
   auto r = h.evaluate("", "");
   CHECK(r.status == 500);
@@ -39,8 +51,7 @@ TEST_CASE("health: a failing check fails the endpoint and its reason is withheld
 
 TEST_CASE("health: one check by name, and 404 for an unknown name") {
   HealthChecks h("readyz");
-  h.add("ping", [] { return Status::Ok(); });
-  h.add("leader", [] { return failed("not the leader"); });
+  add_checks(h, {"ping"}, {"leader"});
   CHECK(h.evaluate("/ping", "").status == 200);
   CHECK(h.evaluate("/ping", "").body == "ok");
   auto r = h.evaluate("/leader", "");
@@ -53,9 +64,7 @@ TEST_CASE("health: one check by name, and 404 for an unknown name") {
 
 TEST_CASE("health: exclude skips checks and may repeat") {
   HealthChecks h("readyz");
-  h.add("ping", [] { return Status::Ok(); });
-  h.add("leader", [] { return failed("no"); });
-  h.add("informer-sync", [] { return failed("no"); });
+  add_checks(h, {"ping"}, {"leader", "informer-sync"});
   CHECK(h.evaluate("", "exclude=leader").status == 500);
   auto r = h.evaluate("", "exclude=leader&exclude=informer-sync&verbose");
   CHECK(r.status == 200);
@@ -64,7 +73,7 @@ TEST_CASE("health: exclude skips checks and may repeat") {
 
 TEST_CASE("health: a check that throws counts as failed; add replaces, remove removes, order is kept") {
   HealthChecks h("livez");
-  h.add("ping", [] { return Status::Ok(); });
+  add_checks(h, {"ping"});
   h.add("boom", []() -> Status { throw std::runtime_error("boom"); });
   CHECK(h.evaluate("", "").status == 500);
   h.add("boom", [] { return Status::Ok(); });  // replaced in place

@@ -5,6 +5,7 @@
 
 #include "common/config.h"
 #include "common/health.h"
+#include "tests/webhook/http_request.h"
 #include "webhook/admission.h"
 
 #include <boost/beast/http.hpp>
@@ -23,18 +24,7 @@ using gpuslice::Status;
 
 namespace {
 
-wh::Request request(http::verb verb, std::string target, std::string body = {},
-                    std::string content_type = "application/json") {
-  wh::Request req{verb, target, 11};
-  req.set(http::field::host, "127.0.0.1");
-  if (!content_type.empty()) {
-    req.set(http::field::content_type, content_type);
-  }
-  req.keep_alive(true);
-  req.body() = std::move(body);
-  req.prepare_payload();
-  return req;
-}
+using gpuslice::testing::make_request;
 
 /// A kubectl-produced GPU pod (tests/webhook/testdata/single.json) wrapped in an AdmissionReview.
 std::string review_body(const std::string& uid) {
@@ -66,7 +56,7 @@ struct Fixture {
     liveness.add("ping", [] { return Status::Ok(); });
     readiness.add("ping", [] { return Status::Ok(); });
   }
-  wh::Routed get(const std::string& target) { return wh::route(routes, request(http::verb::get, target, "", "")); }
+  wh::Routed get(const std::string& target) { return wh::route(routes, make_request(http::verb::get, target, "", "")); }
 };
 
 void check_text(const wh::Response& r, unsigned status, const std::string& body) {
@@ -81,7 +71,7 @@ void check_text(const wh::Response& r, unsigned status, const std::string& body)
 TEST_CASE("router: POST /mutate and /webhook run the review and answer its AdmissionReview") {
   Fixture f;
   for (const char* path : {"/mutate", "/webhook"}) {
-    auto [r, handler] = wh::route(f.routes, request(http::verb::post, path, review_body(path)));
+    auto [r, handler] = wh::route(f.routes, make_request(http::verb::post, path, review_body(path)));
     CHECK(handler == "review");
     REQUIRE(r.result_int() == 200);
     CHECK(r[http::field::content_type] == "application/json");
@@ -93,7 +83,7 @@ TEST_CASE("router: POST /mutate and /webhook run the review and answer its Admis
     CHECK(v.at("response").at("patchType").as_string() == "JSONPatch");
   }
   // The request's HTTP version and Connection: close carry over.
-  auto req = request(http::verb::post, "/mutate", review_body("close"));
+  auto req = make_request(http::verb::post, "/mutate", review_body("close"));
   req.version(10);
   req.keep_alive(false);
   auto [r, handler] = wh::route(f.routes, req);
@@ -103,11 +93,11 @@ TEST_CASE("router: POST /mutate and /webhook run the review and answer its Admis
 
 TEST_CASE("router: review body errors are the codec's 400 with its reason") {
   Fixture f;
-  auto [r1, h1] = wh::route(f.routes, request(http::verb::post, "/mutate", "{\"apiVersion\": "));
+  auto [r1, h1] = wh::route(f.routes, make_request(http::verb::post, "/mutate", "{\"apiVersion\": "));
   CHECK(h1 == "review");
   CHECK(r1.result_int() == 400);
   CHECK(r1.body().find("malformed JSON") != std::string::npos);
-  auto [r2, h2] = wh::route(f.routes, request(http::verb::post, "/mutate", R"({"apiVersion":"v1","kind":"Pod"})"));
+  auto [r2, h2] = wh::route(f.routes, make_request(http::verb::post, "/mutate", R"({"apiVersion":"v1","kind":"Pod"})"));
   CHECK(r2.result_int() == 400);
   CHECK(r2.body().find("not an AdmissionReview") != std::string::npos);
   CHECK(r2.keep_alive());  // a bad body does not end the connection
@@ -116,12 +106,12 @@ TEST_CASE("router: review body errors are the codec's 400 with its reason") {
 TEST_CASE("router: a Content-Type other than application/json gets 415; parameters and case are accepted") {
   Fixture f;
   for (std::string ct : {"text/plain", "application/yaml", "", "application/jsonx"}) {
-    auto [r, handler] = wh::route(f.routes, request(http::verb::post, "/mutate", review_body("ct"), ct));
+    auto [r, handler] = wh::route(f.routes, make_request(http::verb::post, "/mutate", review_body("ct"), ct));
     CHECK(handler == "review");
     check_text(r, 415, "415 unsupported media type: Content-Type \"" + ct + "\" (want application/json)\n");
   }
   for (const char* ct : {"Application/JSON; charset=utf-8", " application/json ;charset=UTF-8", "application/json"}) {
-    auto [r, handler] = wh::route(f.routes, request(http::verb::post, "/mutate", review_body("ok"), ct));
+    auto [r, handler] = wh::route(f.routes, make_request(http::verb::post, "/mutate", review_body("ok"), ct));
     CHECK(r.result_int() == 200);
   }
 }
@@ -129,7 +119,7 @@ TEST_CASE("router: a Content-Type other than application/json gets 415; paramete
 TEST_CASE("router: a review handler that throws gets 500 for that request only") {
   Fixture f;
   f.routes.review = [](std::string_view) -> wh::ReviewReply { throw std::runtime_error("boom"); };
-  auto [r, handler] = wh::route(f.routes, request(http::verb::post, "/mutate", review_body("t")));
+  auto [r, handler] = wh::route(f.routes, make_request(http::verb::post, "/mutate", review_body("t")));
   CHECK(handler == "review");
   check_text(r, 500, "500 internal server error: the review failed\n");
   CHECK(r.keep_alive());
@@ -138,7 +128,7 @@ TEST_CASE("router: a review handler that throws gets 500 for that request only")
 TEST_CASE("router: the wrong method gets 405 with Allow") {
   Fixture f;
   for (auto verb : {http::verb::get, http::verb::put, http::verb::head}) {
-    auto [r, handler] = wh::route(f.routes, request(verb, "/webhook"));
+    auto [r, handler] = wh::route(f.routes, make_request(verb, "/webhook"));
     CHECK(handler == "review");
     CHECK(r.result_int() == 405);
     CHECK(r[http::field::allow] == "POST");
@@ -146,11 +136,11 @@ TEST_CASE("router: the wrong method gets 405 with Allow") {
       check_text(r, 405, "405 method not allowed: GET /webhook (use POST)\n");
     }
   }
-  auto [live, h1] = wh::route(f.routes, request(http::verb::post, "/livez/ping", "{}"));
+  auto [live, h1] = wh::route(f.routes, make_request(http::verb::post, "/livez/ping", "{}"));
   CHECK(h1 == "health");
   check_text(live, 405, "405 method not allowed: POST /livez/ping (use GET)\n");
   CHECK(live[http::field::allow] == "GET, HEAD");
-  auto [metrics, h2] = wh::route(f.routes, request(http::verb::delete_, "/metrics"));
+  auto [metrics, h2] = wh::route(f.routes, make_request(http::verb::delete_, "/metrics"));
   CHECK(h2 == "metrics");
   check_text(metrics, 405, "405 method not allowed: DELETE /metrics (use GET)\n");
   CHECK(metrics[http::field::allow] == "GET, HEAD");
@@ -159,7 +149,7 @@ TEST_CASE("router: the wrong method gets 405 with Allow") {
 TEST_CASE("router: unknown paths get 404 naming the path") {
   Fixture f;
   for (const char* path : {"/", "/mutate-pods", "/mutate/x", "/livezz", "/livez/", "/readyzx/ping", "/metrics/x"}) {
-    auto [r, handler] = wh::route(f.routes, request(http::verb::post, path, review_body("x")));
+    auto [r, handler] = wh::route(f.routes, make_request(http::verb::post, path, review_body("x")));
     CHECK(handler == "other");
     check_text(r, 404, "404 page not found: " + std::string(path) + "\n");
   }
@@ -171,7 +161,7 @@ TEST_CASE("router: unknown paths get 404 naming the path") {
 TEST_CASE("router: the probe listener (no review route) answers reviews with 404") {
   Fixture f;
   f.routes.review = nullptr;
-  auto [r, handler] = wh::route(f.routes, request(http::verb::post, "/mutate", review_body("plain")));
+  auto [r, handler] = wh::route(f.routes, make_request(http::verb::post, "/mutate", review_body("plain")));
   CHECK(handler == "other");
   check_text(r, 404, "404 page not found: /mutate is served on the TLS port only\n");
   CHECK(f.get("/readyz").response.result_int() == 200);
@@ -219,11 +209,11 @@ TEST_CASE("router: /metrics serves the registry text with the Prometheus content
 
 TEST_CASE("router: HEAD is GET without the body, with GET's Content-Length") {
   Fixture f;
-  auto [r, handler] = wh::route(f.routes, request(http::verb::head, "/metrics", "", ""));
+  auto [r, handler] = wh::route(f.routes, make_request(http::verb::head, "/metrics", "", ""));
   CHECK(r.result_int() == 200);
   CHECK(r.body().empty());
   CHECK(r[http::field::content_length] == std::to_string(f.metrics_text.size()));
-  auto [live, h2] = wh::route(f.routes, request(http::verb::head, "/livez", "", ""));
+  auto [live, h2] = wh::route(f.routes, make_request(http::verb::head, "/livez", "", ""));
   CHECK(live.body().empty());
   CHECK(live[http::field::content_length] == "2");
 }

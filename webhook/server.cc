@@ -150,7 +150,7 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
   bool stopped = false;
 
   // What each listener serves (router.h): the probe listener has no review route.
-  Routes plain_routes{.liveness = &liveness, .readiness = &readiness, .metrics = [] {
+  Routes plain_routes{.review = nullptr, .liveness = &liveness, .readiness = &readiness, .metrics = [] {
                         return metrics::default_registry().serialize();
                       }};
   Routes tls_routes = with_review(plain_routes);

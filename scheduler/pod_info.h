@@ -6,6 +6,8 @@
 #include "common/gpu_request.h"
 #include "common/result.h"
 
+#include <memory>
+
 #include <boost/json/object.hpp>
 
 #include <cstdint>
@@ -77,6 +79,8 @@ struct GpuSelectors {
   std::optional<std::string> vgpu_mode;  ///< hami-core | mig | mps
 };
 
+struct PodFacts;  // scheduler/framework/pod_facts.h
+
 struct PodInfo {
   std::string ns;
   std::string name;
@@ -90,6 +94,11 @@ struct PodInfo {
   std::optional<std::string> node_policy;  ///< per-pod override: binpack | spread (unknown names: binpack)
   std::optional<std::string> gpu_policy;   ///< per-pod override: spread | binpack (unknown names: spread)
   ScoringWeights weights;
+  /// Preferred node affinity (NodeAffinity's score), ORed terms with weights.
+  std::vector<std::pair<int32_t, NodeSelectorTerm>> preferred_affinity;
+  /// Labels, pod (anti-)affinity, spread, ports, volumes, DRA claims (scheduler/framework/pod_facts.h); never null
+  /// after parse_pod.
+  std::shared_ptr<const PodFacts> facts;
 
   std::string key() const { return ns + "/" + name; }
 };
@@ -102,6 +111,10 @@ Result<PodInfo> parse_pod(const boost::json::object& pod, const DeviceConfig& de
 
 /// Parses `slot=1,core=1,memory=3`: exactly the three names, non-negative integers, at least one positive.
 Result<ScoringWeights> parse_scoring_weights(std::string_view text);
+
+/// Parses nodeSelectorTerms (a PV's spec.nodeAffinity.required, a pod's required node affinity); `at` names the
+/// array in errors.
+Result<std::vector<NodeSelectorTerm>> parse_node_selector_terms(const boost::json::array& terms, const std::string& at);
 
 /// Effective requests of a pod object (also used by the snapshot for bound pods). Bad quantities are errors.
 Result<ResourceRequests> pod_requests(const boost::json::object& pod);

@@ -1,5 +1,6 @@
 #include "scheduler/mock_agent.h"
 
+#include "common/json_access.h"
 #include "common/log.h"
 #include "scheduler/allocation.h"
 #include "scheduler/node_lock.h"
@@ -18,39 +19,23 @@ namespace {
 
 namespace asio = boost::asio;
 
-std::optional<std::string> ann(const boost::json::object& obj, std::string_view key) {
-  const auto* meta = obj.if_contains("metadata");
-  if (meta == nullptr || !meta->is_object()) {
-    return std::nullopt;
-  }
-  const auto* a = meta->get_object().if_contains("annotations");
-  if (a == nullptr || !a->is_object()) {
-    return std::nullopt;
-  }
-  const auto* v = a->get_object().if_contains(key);
-  if (v == nullptr || !v->is_string()) {
-    return std::nullopt;
-  }
-  return std::string(v->get_string());
-}
-
 }  // namespace
 
 std::optional<std::string> mock_allocate_patch(const boost::json::object& pod,
                                                const std::set<std::string, std::less<>>& managed_nodes) {
-  const std::string node = kube::string_at(pod, "/spec/nodeName");
+  const std::string node = string_at_pointer(pod, "/spec/nodeName");
   if (node.empty() || !managed_nodes.count(node)) {
     return std::nullopt;
   }
-  const std::string phase = kube::string_at(pod, "/status/phase");
+  const std::string phase = string_at_pointer(pod, "/status/phase");
   if (phase == "Succeeded" || phase == "Failed") {
     return std::nullopt;
   }
-  if (ann(pod, kBindPhaseAnnotation).value_or("") != kBindPhaseAllocating) {
+  if (annotation(pod, kBindPhaseAnnotation).value_or("") != kBindPhaseAllocating) {
     return std::nullopt;
   }
   boost::json::object annotations;
-  const auto to_allocate = ann(pod, kDevicesToAllocateAnnotation);
+  const auto to_allocate = annotation(pod, kDevicesToAllocateAnnotation);
   std::string result = std::string(kBindPhaseSuccess);
   if (to_allocate) {
     auto devices = decode_pod_devices(*to_allocate);
@@ -79,7 +64,7 @@ void MockDeviceAgent::on_node_event(const kube::ReflectorEvent& e) {
   auto apply = [&](const boost::json::object& n) {
     const std::string name = kube::name_of(n);
     managed_.insert(name);
-    nodes_[name] = {kube::resource_version_of(n), ann(n, kNodeLockAnnotation)};
+    nodes_[name] = {kube::resource_version_of(n), annotation(n, kNodeLockAnnotation)};
     consider_node_lock(name);
   };
   switch (e.type) {
@@ -118,7 +103,7 @@ void MockDeviceAgent::on_pod_event(const kube::ReflectorEvent& e) {
     case T::deleted: {
       const std::string key = kube::namespace_of(*e.object) + "/" + kube::name_of(*e.object);
       done_phase_[key] = "deleted";
-      const std::string node = kube::string_at(*e.object, "/spec/nodeName");
+      const std::string node = string_at_pointer(*e.object, "/spec/nodeName");
       if (!node.empty()) {
         consider_node_lock(node);
       }
@@ -133,8 +118,8 @@ void MockDeviceAgent::consider_pod(const boost::json::object& pod) {
   const std::string ns = kube::namespace_of(pod);
   const std::string name = kube::name_of(pod);
   const std::string key = ns + "/" + name;
-  const std::string node = kube::string_at(pod, "/spec/nodeName");
-  const std::string phase = ann(pod, kBindPhaseAnnotation).value_or("");
+  const std::string node = string_at_pointer(pod, "/spec/nodeName");
+  const std::string phase = annotation(pod, kBindPhaseAnnotation).value_or("");
   if (phase == kBindPhaseSuccess || phase == kBindPhaseFailed) {
     done_phase_[key] = phase;
     if (!node.empty() && managed_.count(node)) {
@@ -184,7 +169,7 @@ asio::awaitable<void> MockDeviceAgent::allocate(std::string ns, std::string name
     }
     co_return;
   }
-  const std::string phase = ann(*r, kBindPhaseAnnotation).value_or("");
+  const std::string phase = annotation(*r, kBindPhaseAnnotation).value_or("");
   done_phase_[key] = phase;
   if (phase == kBindPhaseFailed) {
     ++stats_.failed;
@@ -229,7 +214,7 @@ asio::awaitable<void> MockDeviceAgent::release_lock(std::string node, std::strin
     }
     auto r = co_await api_->patch_node(node, node_lock_patch(it->second.first, std::nullopt));
     if (r) {
-      nodes_[node] = {kube::resource_version_of(*r), ann(*r, kNodeLockAnnotation)};
+      nodes_[node] = {kube::resource_version_of(*r), annotation(*r, kNodeLockAnnotation)};
       ++stats_.locks_released;
       log::info("mock agent released node lock", {{"node", node}, {"pod", ns + "/" + name}}, 1);
       co_return;
@@ -240,7 +225,7 @@ asio::awaitable<void> MockDeviceAgent::release_lock(std::string node, std::strin
     ++stats_.conflicts;
     auto g = co_await api_->get_node(node);
     if (g) {
-      nodes_[node] = {kube::resource_version_of(*g), ann(*g, kNodeLockAnnotation)};
+      nodes_[node] = {kube::resource_version_of(*g), annotation(*g, kNodeLockAnnotation)};
     }
   }
 }

@@ -2,6 +2,7 @@
 // the e2e probes check; keep them stable.
 #include "webhook/router.h"
 
+#include "common/json_access.h"
 #include "common/log.h"
 
 #include <boost/beast/core/string.hpp>
@@ -14,16 +15,6 @@ namespace gpuslice::webhook {
 namespace {
 
 namespace http = boost::beast::http;
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
 
 Response text_response(const Request& req, http::status status, std::string body) {
   Response res{status, req.version()};

@@ -63,14 +63,3 @@ TEST_CASE("the annotation round-trips") {
   CHECK_FALSE(decode_gpu_request("{\"containers\":[{\"gpus\":1,\"cores\":3}]}").ok());
   CHECK_FALSE(decode_gpu_request("[]").ok());
 }
-
-TEST_CASE("whole quantities") {
-  CHECK(parse_whole_quantity("20000").value() == 20000);
-  CHECK(parse_whole_quantity("2k").value() == 2000);
-  CHECK(parse_whole_quantity("1Ki").value() == 1024);
-  CHECK(parse_whole_quantity("3000m").value() == 3);
-  CHECK_FALSE(parse_whole_quantity("1500m").ok());
-  CHECK_FALSE(parse_whole_quantity("-1").ok());
-  CHECK_FALSE(parse_whole_quantity("1e3").ok());
-  CHECK_FALSE(parse_whole_quantity("99999999999999999999").ok());
-}

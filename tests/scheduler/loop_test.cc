@@ -126,7 +126,7 @@ struct Harness {
 
   std::string node_of(const std::string& key) {
     auto it = api->pods.find(key);
-    return it == api->pods.end() ? std::string() : kube::string_at(it->second, "/spec/nodeName");
+    return it == api->pods.end() ? std::string() : string_at_pointer(it->second, "/spec/nodeName");
   }
   bool quiet() { return loop->binds_in_flight() == 0 && (!agent || agent->in_flight() == 0); }
 };

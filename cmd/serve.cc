@@ -34,7 +34,8 @@ struct Flags {
   int threads = 0;
   uint64_t max_body_bytes = 0;
   uint32_t max_header_bytes = 0;
-  std::string read_timeout, idle_timeout, cert_poll_interval = "5s", shutdown_grace = "5s";
+  std::string read_timeout, idle_timeout, handshake_timeout, write_timeout;
+  std::string cert_poll_interval = "5s", shutdown_grace = "5s";
   size_t max_connections = 4096;
   std::vector<std::string> takeover, ignored_namespaces;
   std::string runtime_class_name, gpu_core_policy;
@@ -59,6 +60,12 @@ Status apply_duration(const Flags& f, const std::string& flag, const std::string
   return Status::Ok();
 }
 
+/// For the keys whose default follows another (webhook.handshakeTimeout and writeTimeout follow readTimeout).
+Status apply_duration(const Flags& f, const std::string& flag, const std::string& text,
+                      std::optional<std::chrono::milliseconds>& out) {
+  return f.given(flag) ? apply_duration(f, flag, text, out.emplace()) : Status::Ok();
+}
+
 Status apply_flags(const Flags& f, Configuration& c) {
   auto& w = c.webhook;
   if (f.given("--tls-cert-file")) w.tls_cert_file = f.tls_cert_file;
@@ -79,6 +86,9 @@ Status apply_flags(const Flags& f, Configuration& c) {
   if (f.given("--gpu-core-policy")) w.gpu_core_policy = f.gpu_core_policy;
   if (auto st = apply_duration(f, "--webhook-read-timeout", f.read_timeout, w.read_timeout); !st.ok()) return st;
   if (auto st = apply_duration(f, "--webhook-idle-timeout", f.idle_timeout, w.idle_timeout); !st.ok()) return st;
+  if (auto st = apply_duration(f, "--webhook-handshake-timeout", f.handshake_timeout, w.handshake_timeout); !st.ok())
+    return st;
+  if (auto st = apply_duration(f, "--webhook-write-timeout", f.write_timeout, w.write_timeout); !st.ok()) return st;
   return validate_configuration(c);
 }
 
@@ -116,6 +126,10 @@ std::function<int()> setup(CLI::App& app) {
       sub->add_option("--webhook-read-timeout", f->read_timeout, "Deadline for a whole request (e.g. 10s)");
   o["--webhook-idle-timeout"] =
       sub->add_option("--webhook-idle-timeout", f->idle_timeout, "Keep-alive idle deadline (e.g. 90s)");
+  o["--webhook-handshake-timeout"] = sub->add_option("--webhook-handshake-timeout", f->handshake_timeout,
+                                                     "Deadline for the TLS handshake (default: the read timeout)");
+  o["--webhook-write-timeout"] = sub->add_option("--webhook-write-timeout", f->write_timeout,
+                                                 "Deadline for writing one response (default: the read timeout)");
   o["--webhook-max-connections"] =
       sub->add_option("--webhook-max-connections", f->max_connections, "Open connection cap (default 4096)");
   o["--cert-poll-interval"] = sub->add_option("--cert-poll-interval", f->cert_poll_interval,

@@ -19,6 +19,7 @@
 
 #include "cmd/command.h"
 #include "common/config.h"
+#include "common/health.h"
 #include "common/result.h"
 
 #include <CLI/CLI.hpp>
@@ -28,17 +29,13 @@
 #include <string>
 #include <vector>
 
-namespace gpuslice::webhook {
-class HealthChecks;
-}
-
 namespace gpuslice::cmd {
 
 /// What a running component may use.
 struct Runtime {
-  const Configuration* config = nullptr;      ///< final configuration (file + flags)
-  webhook::HealthChecks* liveness = nullptr;  ///< null when no server runs (no webhook, no probe port)
-  webhook::HealthChecks* readiness = nullptr;
+  const Configuration* config = nullptr;  ///< final configuration (file + flags)
+  HealthChecks* liveness = nullptr;       ///< null when no server runs (no webhook, no probe port)
+  HealthChecks* readiness = nullptr;
 };
 
 class Component {

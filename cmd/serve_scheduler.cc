@@ -4,7 +4,6 @@
 #include "cmd/serve.h"
 #include "common/log.h"
 #include "scheduler/loop_service.h"
-#include "webhook/server.h"
 
 #include <memory>
 

@@ -237,6 +237,8 @@ Result<Configuration> parse_configuration(std::string_view yaml_text) {
                       [&](N m, P q) { return w.integer<uint32_t>(m, q, wh.max_header_bytes, 1024, 1u << 20); }},
                      {"readTimeout", [&](N m, P q) { return w.duration(m, q, wh.read_timeout); }},
                      {"idleTimeout", [&](N m, P q) { return w.duration(m, q, wh.idle_timeout); }},
+                     {"handshakeTimeout", [&](N m, P q) { return w.duration(m, q, wh.handshake_timeout.emplace()); }},
+                     {"writeTimeout", [&](N m, P q) { return w.duration(m, q, wh.write_timeout.emplace()); }},
                      {"threads", [&](N m, P q) { return w.integer(m, q, wh.threads, 1, 256); }},
                      {"takeoverSchedulerNames", [&](N m, P q) { return w.strings(m, q, wh.takeover_scheduler_names); }},
                      {"ignoredNamespaces", [&](N m, P q) { return w.strings(m, q, wh.ignored_namespaces); }},
@@ -312,6 +314,12 @@ Status validate_configuration(const Configuration& c) {
     if (!(le.renew_deadline > le.retry_period)) {
       return make_error("scheduler.leaderElection.renewDeadline: \"" + format_duration(le.renew_deadline) +
                         "\" must be greater than retryPeriod \"" + format_duration(le.retry_period) + "\"");
+    }
+  }
+  for (auto [field, timeout] : {std::pair{"webhook.handshakeTimeout", c.webhook.handshake_timeout},
+                                std::pair{"webhook.writeTimeout", c.webhook.write_timeout}}) {
+    if (timeout && timeout->count() <= 0) {
+      return make_error(std::string(field) + ": \"" + format_duration(*timeout) + "\" must be greater than 0");
     }
   }
   for (const auto* name : {&c.devices.gpu_resource, &c.devices.memory_resource, &c.devices.memory_percentage_resource,

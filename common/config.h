@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,10 @@ struct WebhookConfig {
   uint32_t max_header_bytes = 16 * 1024;
   std::chrono::milliseconds read_timeout{10000};  ///< a whole request must arrive within this
   std::chrono::milliseconds idle_timeout{90000};  ///< keep-alive connection with no request
+  /// The TLS handshake must end within this after accept; unset: read_timeout (the behaviour before the key).
+  std::optional<std::chrono::milliseconds> handshake_timeout;
+  /// One whole response must be written within this; unset: read_timeout.
+  std::optional<std::chrono::milliseconds> write_timeout;
   int threads = 2;
   /// Pods with these schedulerNames (or none) are taken over (HAMi's force-overwrite-default-scheduler).
   std::vector<std::string> takeover_scheduler_names = {"default-scheduler"};

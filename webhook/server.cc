@@ -4,9 +4,8 @@
 
 #include "common/log.h"
 #include "common/metrics.h"
+#include "webhook/tls_context.h"
 
-#include <openssl/err.h>
-#include <openssl/ssl.h>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -25,31 +24,13 @@
 namespace gpuslice::webhook {
 
 namespace net = boost::asio;
-namespace ssl = boost::asio::ssl;
+namespace ssl = net::ssl;
 namespace beast = boost::beast;
-namespace http = boost::beast::http;
-using tcp = boost::asio::ip::tcp;
-using error_code = boost::system::error_code;
-
-class TlsContext {
- public:
-  TlsContext() : ctx(ssl::context::tls_server) {}
-  ssl::context ctx;
-};
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using beast::error_code;
 
 namespace {
-
-std::string openssl_reason(const error_code& ec) {
-  std::string out = ec.message();
-  unsigned long e = 0;
-  while ((e = ERR_get_error()) != 0) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof buf);
-    out += "; ";
-    out += buf;
-  }
-  return out;
-}
 
 /// HOST:PORT (IPv6 as [::1]:443) -> endpoint. Names are not resolved: a bind address is an IP.
 Result<tcp::endpoint> parse_endpoint(const std::string& field, const std::string& text) {
@@ -78,214 +59,51 @@ Result<tcp::endpoint> parse_endpoint(const std::string& field, const std::string
 
 /// The process-wide webhook metrics, registered once (the registry does not deduplicate families).
 struct WebhookMetrics {
-  metrics::Family<metrics::Counter>& reviews;
-  metrics::HistogramFamily& latency;
-  metrics::Family<metrics::Counter>& requests;
-  metrics::Family<metrics::Counter>& closed;
-  metrics::Family<metrics::Counter>& reloads;
-  metrics::Gauge& open;
-  metrics::Family<metrics::Gauge>& build_info;
-  // Hot-path children looked up once (Family::with takes a lock and builds a label vector).
-  metrics::Histogram* latency_all = nullptr;
-  metrics::Counter* review_200 = nullptr;
+  metrics::Registry& r = metrics::default_registry();
+  metrics::Family<metrics::Counter>& reviews =
+      r.counter("gpuslice_webhook_reviews_total", "AdmissionReviews answered, by outcome.", {"outcome"});
+  metrics::HistogramFamily& latency =
+      r.histogram("gpuslice_webhook_review_duration_seconds",
+                  "Time from a complete request to its response being ready, in seconds.", {},
+                  metrics::exponential_buckets(0.00005, 2, 16));
+  metrics::Family<metrics::Counter>& requests = r.counter(
+      "gpuslice_webhook_http_requests_total", "HTTP requests by path class and status code.", {"handler", "code"});
+  metrics::Family<metrics::Counter>& closed =
+      r.counter("gpuslice_webhook_connections_closed_total",
+                "Connections closed abnormally, by reason (timeout, tls, http, limit).", {"reason"});
+  metrics::Family<metrics::Counter>& reloads =
+      r.counter("gpuslice_webhook_certificate_reloads_total", "Certificate loads, by result.", {"result"});
+  metrics::Gauge& open =
+      r.gauge("gpuslice_webhook_open_connections", "Open connections on the webhook listeners.").with({});
+  metrics::Family<metrics::Gauge>& build_info =
+      r.gauge("gpuslice_build_info", "gpuslice build information; always 1.", {"version"});
+  // Hot-path children looked up once (Family::with takes a lock and builds a label vector); the latency
+  // series exists (count 0) before the first review.
+  metrics::Histogram* latency_all = &latency.with({});
+  metrics::Counter* review_200 = &requests.with({"review", "200"});
+  metrics::Counter* review_error = &reviews.with({"error"});
   metrics::Counter* by_outcome[5] = {};
 
   static WebhookMetrics& get() {
     static WebhookMetrics* m = [] {
-      auto& r = metrics::default_registry();
-      auto* w = new WebhookMetrics{
-          r.counter("gpuslice_webhook_reviews_total", "AdmissionReviews answered, by outcome.", {"outcome"}),
-          r.histogram("gpuslice_webhook_review_duration_seconds",
-                      "Time from a complete request to its response being ready, in seconds.", {},
-                      metrics::exponential_buckets(0.00005, 2, 16)),
-          r.counter("gpuslice_webhook_http_requests_total", "HTTP requests by path class and status code.",
-                    {"handler", "code"}),
-          r.counter("gpuslice_webhook_connections_closed_total",
-                    "Connections closed abnormally, by reason (timeout, tls, http, limit).", {"reason"}),
-          r.counter("gpuslice_webhook_certificate_reloads_total", "Certificate loads, by result.", {"result"}),
-          r.gauge("gpuslice_webhook_open_connections", "Open connections on the webhook listeners.").with({}),
-          r.gauge("gpuslice_build_info", "gpuslice build information; always 1.", {"version"}),
-      };
-      w->latency_all = &w->latency.with({});  // the series exists (count 0) before the first review
-      w->review_200 = &w->requests.with({"review", "200"});
+      auto* w = new WebhookMetrics;
       for (auto o : {ReviewOutcome::patched, ReviewOutcome::allowed, ReviewOutcome::skipped, ReviewOutcome::denied,
                      ReviewOutcome::rejected}) {
         w->by_outcome[static_cast<int>(o)] = &w->reviews.with({outcome_name(o)});
       }
-      w->reviews.with({"error"});
       return w;
     }();
     return *m;
   }
+
+  /// One HTTP answer, by handler class and code.
+  void count(std::string_view handler, unsigned code) {
+    (handler == "review" && code == 200 ? *review_200 : requests.with({std::string(handler), std::to_string(code)}))
+        .inc();
+  }
 };
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-/// Values of `key` in a query string (no percent-decoding needed for check names).
-std::vector<std::string_view> query_values(std::string_view query, std::string_view key, bool& present) {
-  std::vector<std::string_view> out;
-  present = false;
-  while (!query.empty()) {
-    auto amp = query.find('&');
-    auto part = query.substr(0, amp);
-    auto eq = part.find('=');
-    auto k = part.substr(0, eq);
-    if (k == key) {
-      present = true;
-      if (eq != std::string_view::npos) {
-        out.push_back(part.substr(eq + 1));
-      }
-    }
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-  }
-  return out;
-}
-
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------------------
-// HealthChecks
-
-void HealthChecks::add(std::string name, Check check) {
-  std::lock_guard lock(mutex_);
-  for (auto& [n, c] : checks_) {
-    if (n == name) {
-      c = std::move(check);
-      return;
-    }
-  }
-  checks_.emplace_back(std::move(name), std::move(check));
-}
-
-void HealthChecks::remove(const std::string& name) {
-  std::lock_guard lock(mutex_);
-  std::erase_if(checks_, [&](const auto& p) { return p.first == name; });
-}
-
-std::vector<std::string> HealthChecks::names() const {
-  std::lock_guard lock(mutex_);
-  std::vector<std::string> out;
-  for (const auto& [n, c] : checks_) {
-    out.push_back(n);
-  }
-  return out;
-}
-
-HealthChecks::Reply HealthChecks::evaluate(std::string_view sub_path, std::string_view query) const {
-  std::vector<std::pair<std::string, Check>> checks;
-  {
-    std::lock_guard lock(mutex_);
-    checks = checks_;  // run checks without the lock: they may be slow or add checks themselves
-  }
-  auto run = [&](const std::string& name, const Check& c) -> Status {
-    Status st;
-    try {
-      st = c ? c() : Status::Ok();
-    } catch (const std::exception& e) {
-      st = make_error(std::string("check threw: ") + e.what());
-    }
-    if (!st.ok()) {
-      log::info("health check failed", {{"endpoint", endpoint_}, {"check", name}, {"reason", st.message()}}, 2);
-    }
-    return st;
-  };
-  if (!sub_path.empty()) {
-    auto name = sub_path.substr(1);
-    for (const auto& [n, c] : checks) {
-      if (n == name) {
-        auto st = run(n, c);
-        if (st.ok()) {
-          return {200, "ok"};
-        }
-        return {500, "internal server error: " + n + " check failed\n"};
-      }
-    }
-    return {404, "404 page not found: no check \"" + std::string(name) + "\" under /" + endpoint_ + "\n"};
-  }
-  bool verbose = false;
-  query_values(query, "verbose", verbose);
-  bool has_exclude = false;
-  auto excluded = query_values(query, "exclude", has_exclude);
-  std::string list;
-  bool failed = false;
-  for (const auto& [n, c] : checks) {
-    if (std::find(excluded.begin(), excluded.end(), n) != excluded.end()) {
-      list += "[+]" + n + " excluded: ok\n";
-      continue;
-    }
-    if (run(n, c).ok()) {
-      list += "[+]" + n + " ok\n";
-    } else {
-      failed = true;
-      list += "[-]" + n + " failed: reason withheld\n";
-    }
-  }
-  if (failed) {
-    return {500, list + endpoint_ + " check failed\n"};
-  }
-  if (verbose) {
-    return {200, list + endpoint_ + " check passed\n"};
-  }
-  return {200, "ok"};
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// TLS context
-
-Result<std::shared_ptr<TlsContext>> make_tls_context(const std::string& cert_file, const std::string& key_file) {
-  auto cert = certs::read_file(cert_file);
-  if (!cert.ok()) {
-    return make_error("tls-cert-file: " + cert.message());
-  }
-  auto key = certs::read_file(key_file);
-  if (!key.ok()) {
-    return make_error("tls-private-key-file: " + key.message());
-  }
-  auto t = std::make_shared<TlsContext>();
-  auto& ctx = t->ctx;
-  ERR_clear_error();
-  error_code ec;
-  ctx.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
-                      ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::no_compression |
-                      ssl::context::single_dh_use,
-                  ec);
-  SSL_CTX* native = ctx.native_handle();
-  SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
-  SSL_CTX_set_options(native, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET);
-  // TLS 1.2: forward secrecy and AEAD only (the set Go's crypto/tls and kube-apiserver prefer).
-  if (SSL_CTX_set_cipher_list(native,
-                              "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
-                              "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
-                              "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305") != 1) {
-    return make_error("tls cipher list: " + openssl_reason(ec));
-  }
-  ctx.use_certificate_chain(net::buffer(cert->data(), cert->size()), ec);
-  if (ec) {
-    return make_error("tls-cert-file: " + cert_file + ": " + openssl_reason(ec));
-  }
-  ctx.use_private_key(net::buffer(key->data(), key->size()), ssl::context::pem, ec);
-  if (ec) {
-    return make_error("tls-private-key-file: " + key_file + ": " + openssl_reason(ec));
-  }
-  if (SSL_CTX_check_private_key(native) != 1) {
-    return make_error("tls-private-key-file: " + key_file + " does not match tls-cert-file " + cert_file);
-  }
-  return t;
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // Shared state
@@ -331,7 +149,37 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
   bool started = false;
   bool stopped = false;
 
+  // What each listener serves (router.h): the probe listener has no review route.
+  Routes plain_routes{.review = nullptr, .liveness = &liveness, .readiness = &readiness, .metrics = [] {
+                        return metrics::default_registry().serialize();
+                      }};
+  Routes tls_routes = with_review(plain_routes);
+
   explicit State(ServerOptions o, ReviewHandler h) : options(std::move(o)), handler(std::move(h)) {}
+
+  Routes with_review(Routes routes) {
+    routes.review = [this](std::string_view body) { return timed_review(body); };
+    return routes;
+  }
+
+  /// The handler, counted by outcome ("error" when it throws; the router answers 500) and timed.
+  ReviewReply timed_review(std::string_view body) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto observe = [&] {
+      m.latency_all->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    };
+    try {
+      ReviewReply reply = handler(body);
+      const auto index = static_cast<size_t>(reply.outcome);
+      (index < std::size(m.by_outcome) ? *m.by_outcome[index] : *m.review_error).inc();
+      observe();
+      return reply;
+    } catch (...) {
+      m.review_error->inc();
+      observe();
+      throw;
+    }
+  }
 
   std::shared_ptr<TlsContext> current_tls() {
     std::lock_guard lock(tls_mutex);
@@ -356,125 +204,9 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
 };
 
 // ---------------------------------------------------------------------------------------------------------
-// Routing: request -> response with no I/O (Beast's handle_request seam)
+// Sessions
 
 namespace {
-
-using Request = http::request<http::string_body>;
-using Response = http::response<http::string_body>;
-
-Response text_response(const Request& req, http::status status, std::string body) {
-  Response res{status, req.version()};
-  res.set(http::field::content_type, "text/plain; charset=utf-8");
-  res.keep_alive(req.keep_alive());
-  res.body() = std::move(body);
-  return res;
-}
-
-Response route(Server::State& s, const Request& req, bool tls_listener) {
-  const std::string_view target = req.target();
-  const auto qpos = target.find('?');
-  const std::string_view path = target.substr(0, qpos);
-  const std::string_view query = qpos == std::string_view::npos ? std::string_view() : target.substr(qpos + 1);
-  const bool get = req.method() == http::verb::get || req.method() == http::verb::head;
-  auto count = [&](const char* handler, const Response& r) {
-    s.m.requests.with({handler, std::to_string(r.result_int())}).inc();
-  };
-
-  if (path == "/mutate" || path == "/webhook") {
-    if (!tls_listener) {
-      Response r = text_response(req, http::status::not_found,
-                                 "404 page not found: " + std::string(path) + " is served on the TLS port only\n");
-      count("other", r);
-      return r;
-    }
-    if (req.method() != http::verb::post) {
-      Response r = text_response(
-          req, http::status::method_not_allowed,
-          "405 method not allowed: " + std::string(req.method_string()) + " " + std::string(path) + " (use POST)\n");
-      r.set(http::field::allow, "POST");
-      count("review", r);
-      return r;
-    }
-    const std::string_view ct = req[http::field::content_type];
-    const std::string_view media = trim(ct.substr(0, ct.find(';')));
-    if (!iequals(media, "application/json")) {
-      Response r = text_response(
-          req, http::status::unsupported_media_type,
-          "415 unsupported media type: Content-Type \"" + std::string(ct) + "\" (want application/json)\n");
-      count("review", r);
-      return r;
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    ReviewReply reply;
-    metrics::Counter* outcome = nullptr;
-    try {
-      reply = s.handler(req.body());
-      const auto index = static_cast<size_t>(reply.outcome);
-      outcome = index < std::size(s.m.by_outcome) ? s.m.by_outcome[index] : nullptr;
-    } catch (const std::exception& e) {
-      // review() is not supposed to throw; if it does, this request fails and the server carries on.
-      log::error("review handler threw", {{"error", e.what()}});
-      reply.http_status = 500;
-      reply.content_type = "text/plain; charset=utf-8";
-      reply.body = "500 internal server error: the review failed\n";
-    }
-    (outcome != nullptr ? *outcome : s.m.reviews.with({"error"})).inc();
-    Response r{static_cast<http::status>(reply.http_status), req.version()};
-    r.set(http::field::content_type, reply.content_type);
-    r.keep_alive(req.keep_alive());
-    r.body() = std::move(reply.body);
-    s.m.latency_all->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    if (r.result_int() == 200) {
-      s.m.review_200->inc();
-      return r;
-    }
-    count("review", r);
-    return r;
-  }
-
-  for (auto [prefix, checks] : {std::pair<std::string_view, HealthChecks*>{"/livez", &s.liveness},
-                                std::pair<std::string_view, HealthChecks*>{"/healthz", &s.liveness},
-                                std::pair<std::string_view, HealthChecks*>{"/readyz", &s.readiness}}) {
-    if (path == prefix ||
-        (path.size() > prefix.size() + 1 && path.substr(0, prefix.size() + 1) == std::string(prefix) + "/")) {
-      if (!get) {
-        Response r = text_response(
-            req, http::status::method_not_allowed,
-            "405 method not allowed: " + std::string(req.method_string()) + " " + std::string(path) + " (use GET)\n");
-        r.set(http::field::allow, "GET, HEAD");
-        count("health", r);
-        return r;
-      }
-      auto reply = checks->evaluate(path.substr(prefix.size()), query);
-      Response r = text_response(req, static_cast<http::status>(reply.status), std::move(reply.body));
-      count("health", r);
-      return r;
-    }
-  }
-
-  if (path == "/metrics") {
-    if (!get) {
-      Response r =
-          text_response(req, http::status::method_not_allowed,
-                        "405 method not allowed: " + std::string(req.method_string()) + " /metrics (use GET)\n");
-      r.set(http::field::allow, "GET, HEAD");
-      count("metrics", r);
-      return r;
-    }
-    Response r = text_response(req, http::status::ok, metrics::default_registry().serialize());
-    r.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-    count("metrics", r);
-    return r;
-  }
-
-  Response r = text_response(req, http::status::not_found, "404 page not found: " + std::string(path) + "\n");
-  count("other", r);
-  return r;
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Sessions
 
 /// One connection. `Tls` selects ssl_stream<tcp_stream> (webhook port) or tcp_stream (probe port). All
 /// handlers run on the connection's strand; every async operation is under a tcp_stream deadline.
@@ -585,7 +317,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       return on_read_error(ec, false);
     }
     const auto& req = parser_->get();
-    if (!parser_->is_done() && iequals(req[http::field::expect], "100-continue")) {
+    if (!parser_->is_done() && beast::iequals(req[http::field::expect], "100-continue")) {
       // curl sends Expect for bodies over 1 MiB; answer at once rather than letting it wait a second.
       continue_res_.emplace(http::status::continue_, req.version());
       http::async_write(stream_, *continue_res_, [self = this->shared_from_this()](error_code e, std::size_t) {
@@ -624,15 +356,11 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     }
     if (ec == http::error::body_limit) {
       state_->m.closed.with({"limit"}).inc();
-      return send_error(http::status::payload_too_large,
-                        "413 request entity too large: the body exceeds the limit of " +
-                            std::to_string(opt().max_body_bytes) + " bytes\n");
+      return send_error(body_too_large(opt().max_body_bytes));
     }
     if (ec == http::error::header_limit) {
       state_->m.closed.with({"limit"}).inc();
-      return send_error(http::status::request_header_fields_too_large,
-                        "431 request header fields too large: the header exceeds the limit of " +
-                            std::to_string(opt().max_header_bytes) + " bytes\n");
+      return send_error(header_too_large(opt().max_header_bytes));
     }
     if (ec.category() == http::make_error_code(http::error::bad_target).category() ||
         ec == http::error::partial_message) {
@@ -640,7 +368,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       if (ec == http::error::partial_message) {
         return close_now();
       }
-      return send_error(http::status::bad_request, "400 bad request: malformed HTTP: " + ec.message() + "\n");
+      return send_error(malformed_request(ec.message()));
     }
     state_->m.closed.with({"io"}).inc();
     log::info("read failed", {{"remote", remote()}, {"error", ec.message()}}, 2);
@@ -651,22 +379,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (ec) {
       return on_read_error(ec, false);
     }
-    Request req = parser_->release();
-    Response res;
-    try {
-      res = route(*state_, req, Tls);
-    } catch (const std::exception& e) {
-      log::error("request routing threw", {{"error", e.what()}});
-      res = text_response(req, http::status::internal_server_error, "500 internal server error\n");
-    }
+    auto [res, handler] = route(Tls ? state_->tls_routes : state_->plain_routes, parser_->release());
+    state_->m.count(handler, res.result_int());
     if (closing_) {
       res.keep_alive(false);
-    }
-    if (req.method() == http::verb::head) {
-      res.content_length(res.body().size());
-      res.body().clear();
-    } else {
-      res.prepare_payload();
     }
     res_ = std::move(res);
     lowest().expires_after(opt().write_timeout);
@@ -687,14 +403,9 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 
   /// Protocol errors: answer with Connection: close, then a lingering close so the client reads the
   /// answer instead of a reset caused by the unread rest of its request.
-  void send_error(http::status status, std::string text) {
-    res_ = Response{status, 11};
-    res_.set(http::field::content_type, "text/plain; charset=utf-8");
-    res_.set(http::field::connection, "close");
-    res_.keep_alive(false);
-    res_.body() = std::move(text);
-    res_.prepare_payload();
-    state_->m.requests.with({"other", std::to_string(res_.result_int())}).inc();
+  void send_error(Response refusal) {
+    res_ = std::move(refusal);
+    state_->m.count("other", res_.result_int());
     lowest().expires_after(opt().write_timeout);
     http::async_write(stream_, res_, [self = this->shared_from_this()](error_code ec, std::size_t) {
       if (ec) {
@@ -842,8 +553,8 @@ ServerOptions ServerOptions::from(const Configuration& c) {
   o.max_body_bytes = c.webhook.max_body_bytes;
   o.max_header_bytes = c.webhook.max_header_bytes;
   o.read_timeout = c.webhook.read_timeout;
-  o.handshake_timeout = c.webhook.read_timeout;
-  o.write_timeout = c.webhook.read_timeout;
+  o.handshake_timeout = c.webhook.handshake_timeout.value_or(c.webhook.read_timeout);
+  o.write_timeout = c.webhook.write_timeout.value_or(c.webhook.read_timeout);
   o.idle_timeout = c.webhook.idle_timeout;
   return o;
 }

@@ -1,6 +1,8 @@
 // `gpuslice certs` + `gpuslice serve` as processes: certificates on disk, the server on 127.0.0.1 port 0
 // (port read from its log), a real AdmissionReview through curl --cacert, a clean SIGTERM exit, and start-up
 // errors that name the field and value.
+#include "tests/support/process.h"
+
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -19,27 +21,11 @@
 
 namespace {
 
+using gpuslice::testing::have_tool;
+using gpuslice::testing::run_capture;
+using gpuslice::testing::slurp;
+
 const std::string kBinary = std::string(GPUSLICE_BINARY_DIR) + "/cmd/gpuslice";
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string run(const std::string& cmd, int& status) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) {
-    out.append(buf, n);
-  }
-  status = ::pclose(p);
-  return out;
-}
 
 /// Starts the binary with stderr (the log) to `log_path`.
 pid_t spawn(const std::vector<std::string>& args, const std::string& log_path) {
@@ -73,16 +59,16 @@ struct TempDir {
 }  // namespace
 
 TEST_CASE("cli: gpuslice certs then gpuslice serve answer an AdmissionReview through curl") {
-  if (std::system("command -v curl >/dev/null 2>&1") != 0) {
+  if (!have_tool("curl")) {
     WARN("curl not installed; skipped");
     return;
   }
   TempDir dir("serve");
   const auto pki = (dir.path / "pki").string();
   int status = 0;
-  run(kBinary + " certs --service gpuslice --namespace kube-system --ip-san 127.0.0.1 --days 2 --out-dir " + pki +
-          " 2>&1",
-      status);
+  run_capture(kBinary + " certs --service gpuslice --namespace kube-system --ip-san 127.0.0.1 --days 2 --out-dir " +
+                  pki + " 2>&1",
+              status);
   REQUIRE(status == 0);
   for (const char* f : {"ca.crt", "ca.key", "tls.crt", "tls.key", "ca-bundle.b64"}) {
     CHECK(std::filesystem::exists(std::filesystem::path(pki) / f));
@@ -112,11 +98,12 @@ TEST_CASE("cli: gpuslice certs then gpuslice serve answer an AdmissionReview thr
       << R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"cli-1",)"
       << R"("kind":{"group":"","version":"v1","kind":"Pod"},"namespace":"team-a","operation":"CREATE","object":)" << pod
       << "}}";
-  std::string out = run("curl -sS --max-time 20 --cacert " + pki + "/ca.crt -H 'Content-Type: application/json' " +
-                            "--data-binary @" + (dir.path / "review.json").string() + " https://127.0.0.1:" + port +
-                            "/mutate | python3 -c 'import sys,json,base64; r=json.load(sys.stdin)[\"response\"]; "
-                            "print(r[\"uid\"]); print(base64.b64decode(r[\"patch\"]).decode())'",
-                        status);
+  std::string out =
+      run_capture("curl -sS --max-time 20 --cacert " + pki + "/ca.crt -H 'Content-Type: application/json' " +
+                      "--data-binary @" + (dir.path / "review.json").string() + " https://127.0.0.1:" + port +
+                      "/mutate | python3 -c 'import sys,json,base64; r=json.load(sys.stdin)[\"response\"]; "
+                      "print(r[\"uid\"]); print(base64.b64decode(r[\"patch\"]).decode())'",
+                  status);
   CHECK(status == 0);
   CHECK(out.rfind("cli-1\n", 0) == 0);
   CHECK(out.find(R"("path":"/spec/schedulerName","value":"hami-scheduler")") != std::string::npos);
@@ -134,17 +121,24 @@ TEST_CASE("cli: serve start-up errors name the field and the value") {
   int status = 0;
   std::ofstream(dir.path / "bad.yaml") << "apiVersion: gpuslice.io/v1alpha1\nkind: GpusliceConfiguration\n"
                                           "webhook:\n  readTimeout: 5x\n";
-  std::string out = run(kBinary + " serve --config " + (dir.path / "bad.yaml").string() + " 2>&1", status);
+  std::string out = run_capture(kBinary + " serve --config " + (dir.path / "bad.yaml").string() + " 2>&1", status);
   CHECK(status != 0);
   CHECK(out.find("webhook.readTimeout") != std::string::npos);
   CHECK(out.find("5x") != std::string::npos);
-  out = run(kBinary + " serve --webhook-bind-address 127.0.0.1:notaport --tls-cert-file x --tls-private-key-file y " +
-                "--health-bind-address '' 2>&1",
-            status);
+  out = run_capture(kBinary +
+                        " serve --webhook-bind-address 127.0.0.1:notaport --tls-cert-file x --tls-private-key-file y " +
+                        "--health-bind-address '' 2>&1",
+                    status);
   CHECK(status != 0);
   CHECK(out.find("webhook-bind-address: \"127.0.0.1:notaport\"") != std::string::npos);
-  out = run(kBinary + " certs --service Bad_Name --namespace ns --out-dir " + (dir.path / "x").string() + " 2>&1",
-            status);
+  out = run_capture(kBinary + " serve --webhook-handshake-timeout 5x 2>&1", status);
+  CHECK(status != 0);
+  CHECK(out.find("--webhook-handshake-timeout: \"5x\"") != std::string::npos);
+  out = run_capture(kBinary + " serve --webhook-write-timeout 0s 2>&1", status);
+  CHECK(status != 0);
+  CHECK(out.find("webhook.writeTimeout: \"0s\" must be greater than 0") != std::string::npos);
+  out = run_capture(
+      kBinary + " certs --service Bad_Name --namespace ns --out-dir " + (dir.path / "x").string() + " 2>&1", status);
   CHECK(status != 0);
   CHECK(out.find("service: \"Bad_Name\"") != std::string::npos);
 }

@@ -73,3 +73,43 @@ TEST_CASE("Go-style durations") {
   CHECK(format_duration(5min) == "5m");
   CHECK(format_duration(1500ms) == "1500ms");
 }
+
+TEST_CASE("webhook.handshakeTimeout and writeTimeout: unset follow readTimeout, set stand alone") {
+  const std::string head = "apiVersion: gpuslice.io/v1alpha1\nkind: GpusliceConfiguration\n";
+  auto unset = parse_configuration(head + "webhook: {readTimeout: 3s}\n");
+  REQUIRE(unset.ok());
+  CHECK_FALSE(unset->webhook.handshake_timeout.has_value());
+  CHECK_FALSE(unset->webhook.write_timeout.has_value());
+  auto set = parse_configuration(head + "webhook: {readTimeout: 3s, handshakeTimeout: 1500ms, writeTimeout: 1m}\n");
+  REQUIRE(set.ok());
+  CHECK(set->webhook.read_timeout == 3s);
+  CHECK(set->webhook.handshake_timeout == 1500ms);
+  CHECK(set->webhook.write_timeout == 1min);
+}
+
+namespace {
+/// The error of a configuration whose webhook section is `{fields}`, or "<ok>".
+std::string webhook_error(const std::string& fields) {
+  auto r =
+      parse_configuration("apiVersion: gpuslice.io/v1alpha1\nkind: GpusliceConfiguration\nwebhook: {" + fields + "}\n");
+  return r.ok() ? "<ok>" : r.message();
+}
+}  // namespace
+
+TEST_CASE("webhook.handshakeTimeout and writeTimeout: bad values name the field and the value") {
+  CHECK(webhook_error("handshakeTimeout: 10") ==
+        "webhook.handshakeTimeout: \"10\" is not a duration (missing unit (ms, s, m or h))");
+  CHECK(webhook_error("writeTimeout: -1s").find("webhook.writeTimeout: \"-1s\" is not a duration") == 0);
+  CHECK(webhook_error("handshakeTimeout: 0s") == "webhook.handshakeTimeout: \"0s\" must be greater than 0");
+  CHECK(webhook_error("writeTimeout: \"0\"") == "webhook.writeTimeout: \"0s\" must be greater than 0");
+  CHECK(webhook_error("writeTimeout: [1s]") == "webhook.writeTimeout: must be a duration such as 15s");
+  CHECK(webhook_error("handshakeTimeout: 1ms, writeTimeout: 1ms") == "<ok>");
+  // validate_configuration (run again after flags) sees a value set by a flag as well.
+  Configuration c;
+  c.webhook.write_timeout = 0ms;
+  auto st = validate_configuration(c);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message() == "webhook.writeTimeout: \"0s\" must be greater than 0");
+  c.webhook.write_timeout = 1ms;
+  CHECK(validate_configuration(c).ok());
+}

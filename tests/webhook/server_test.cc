@@ -7,6 +7,7 @@
 #include "common/base64.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "tests/support/process.h"
 #include "tests/webhook/tls_client.h"
 #include "webhook/admission.h"
 
@@ -27,13 +28,6 @@ using namespace gpuslice::testing;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 /// A kubectl-produced GPU pod (tests/webhook/testdata/single.json) wrapped in an AdmissionReview.
 std::string review_body(const std::string& uid, const std::string& api_version = "admission.k8s.io/v1") {
@@ -87,6 +81,16 @@ wh::ServerOptions test_options(const Pki& pki) {
   return o;
 }
 
+/// test_options() with every deadline long except `deadline`, set to `value`: that deadline alone ends a
+/// stalled connection, within a wait far shorter than the others.
+wh::ServerOptions one_short_deadline(const Pki& pki, std::chrono::milliseconds wh::ServerOptions::*deadline,
+                                     std::chrono::milliseconds value) {
+  auto o = test_options(pki);
+  o.handshake_timeout = o.read_timeout = o.write_timeout = o.idle_timeout = 60s;
+  o.*deadline = value;
+  return o;
+}
+
 wh::ReviewHandler real_review() {
   static const gpuslice::Configuration config;
   return [](std::string_view body) { return wh::review(body, config); };
@@ -137,23 +141,6 @@ double metric_value(const std::string& text, const std::string& series) {
     }
   }
   return -1;
-}
-
-bool have_tool(const char* name) {
-  return std::system((std::string("command -v ") + name + " >/dev/null 2>&1").c_str()) == 0;
-}
-
-std::string run_capture(const std::string& cmd, int& status) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) {
-    out.append(buf, n);
-  }
-  status = ::pclose(p);
-  return out;
 }
 
 }  // namespace
@@ -441,6 +428,59 @@ TEST_CASE("server: a client sending its request slowly hits the read deadline") 
   auto ended = c.wait_closed(20s);
   CHECK(ended != beast::error::timeout);
   expect_good_review(server.port(), pki.bundle.ca_cert_pem);
+}
+
+TEST_CASE("server: a client that never starts the TLS handshake hits the handshake deadline, not the read one") {
+  Pki pki("handshake");
+  wh::Server server(one_short_deadline(pki, &wh::ServerOptions::handshake_timeout, 400ms), real_review());
+  REQUIRE(server.start().ok());
+  RawClient raw(server.port());
+  REQUIRE_FALSE(raw.connect());
+  // Connected, sends nothing: closed at the handshake deadline.
+  auto [ec, got] = raw.exchange("", 20s);
+  CHECK(ec != beast::error::timeout);
+  CHECK(got.empty());
+  expect_good_review(server.port(), pki.bundle.ca_cert_pem);
+}
+
+TEST_CASE("server: a client that does not read its response hits the write deadline, not the read one") {
+  Pki pki("write");
+  // 64 MiB answers: more than the loopback socket buffers hold, so the write waits on the client.
+  wh::Server server(one_short_deadline(pki, &wh::ServerOptions::write_timeout, 300ms), [](std::string_view) {
+    wh::ReviewReply big;
+    big.body.assign(64u << 20, ' ');
+    return big;
+  });
+  REQUIRE(server.start().ok());
+  TlsClient c(server.port(), pki.bundle.ca_cert_pem);
+  REQUIRE_FALSE(c.connect());
+  REQUIRE_FALSE(
+      c.write_raw("POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"));
+  // No read: the server gives up on the write and closes (seen as the connection count falling to 0).
+  bool closed = false;
+  for (int i = 0; i < 400 && !closed; ++i) {
+    std::this_thread::sleep_for(50ms);
+    closed = server.open_connections() == 0;
+  }
+  CHECK(closed);
+  auto [ec, res] = c.read_response(20s);
+  CHECK(ec);  // the 64 MiB body never completes
+}
+
+TEST_CASE("server: ServerOptions::from takes the handshake and write deadlines from their keys, else readTimeout") {
+  gpuslice::Configuration c;
+  c.webhook.read_timeout = 7s;
+  auto o = wh::ServerOptions::from(c);
+  CHECK(o.read_timeout == 7s);
+  CHECK(o.handshake_timeout == 7s);
+  CHECK(o.write_timeout == 7s);
+  c.webhook.handshake_timeout = 2s;
+  c.webhook.write_timeout = 30s;
+  o = wh::ServerOptions::from(c);
+  CHECK(o.read_timeout == 7s);
+  CHECK(o.handshake_timeout == 2s);
+  CHECK(o.write_timeout == 30s);
+  CHECK(wh::ServerOptions::from(gpuslice::Configuration{}).handshake_timeout == 10s);  // today's default
 }
 
 TEST_CASE("server: an idle keep-alive client is closed at the idle deadline") {

@@ -3,6 +3,8 @@
 // selectable TLS versions) and a raw TCP client, every operation under a deadline so a broken server fails
 // the test instead of hanging it.
 
+#include "tests/webhook/http_request.h"
+
 #include <openssl/ssl.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -26,19 +28,6 @@ using tcp = boost::asio::ip::tcp;
 using error_code = boost::system::error_code;
 using Response = http::response<http::string_body>;
 using Request = http::request<http::string_body>;
-
-inline Request make_request(http::verb verb, std::string target, std::string body = {},
-                            std::string content_type = "application/json") {
-  Request req{verb, target, 11};
-  req.set(http::field::host, "127.0.0.1");
-  if (!content_type.empty()) {
-    req.set(http::field::content_type, content_type);
-  }
-  req.keep_alive(true);
-  req.body() = std::move(body);
-  req.prepare_payload();
-  return req;
-}
 
 /// A keep-alive HTTPS/1.1 client over one connection.
 class TlsClient {

@@ -103,11 +103,6 @@ bool condition_matches(const boost::json::object& pod, std::string_view message)
   return false;
 }
 
-bool app_containers_want_gpu(const PodInfo& info) {
-  return std::any_of(info.gpu.containers.begin(), info.gpu.containers.end(),
-                     [](const ContainerGpuRequest& c) { return !c.init && c.gpus > 0; });
-}
-
 // ---- metrics ----
 
 struct CardRow {
@@ -202,17 +197,28 @@ LockOwnerState classify_lock_owner(const std::optional<PodBrief>& owner, std::st
   if (finished_phase(owner->phase)) {
     return LockOwnerState::finished;
   }
-  if (owner->vgpu_node == node && owner->bind_phase == kBindPhaseAllocating &&
-      (owner->node_name.empty() || owner->node_name == node)) {
+  // Only what is provable frees a lock early. An unbound owner may be mid-bind by any scheduler (HAMi's takes the
+  // lock before it writes bind-phase), so it is active whatever its annotations say; a bound pod is never bound
+  // again, so bound elsewhere, or bound here with the allocation finished, can never use this lock.
+  if (owner->node_name.empty()) {
     return LockOwnerState::active;
   }
-  return LockOwnerState::stale;
+  if (owner->node_name != node || (owner->bind_phase == kBindPhaseSuccess || owner->bind_phase == kBindPhaseFailed)) {
+    return LockOwnerState::allocation_over;
+  }
+  return LockOwnerState::active;
 }
 
 std::string allocation_patch(const Decision& decision, std::string_view resource_version, int64_t now_unix) {
   boost::json::object annotations = allocation_annotations(decision, now_unix);
   annotations[kBindPhaseAnnotation] = kBindPhaseAllocating;
   annotations[kBindTimeAnnotation] = std::to_string(now_unix);
+  // Every scheduler-owned key we do not write goes (merge patch null): nothing a pod author wrote survives.
+  for (std::string_view k : kSchedulerOwnedAnnotations) {
+    if (!annotations.contains(k)) {
+      annotations[k] = nullptr;
+    }
+  }
   boost::json::object meta;
   if (!resource_version.empty()) {
     meta["resourceVersion"] = resource_version;
@@ -222,6 +228,19 @@ std::string allocation_patch(const Decision& decision, std::string_view resource
   if (decision.node.size() <= 63) {
     meta["labels"] = boost::json::object{{kVgpuNodeAnnotation, decision.node}};
   }
+  return boost::json::serialize(boost::json::object{{"metadata", std::move(meta)}});
+}
+
+std::string owned_annotations_removal_patch(std::string_view resource_version) {
+  boost::json::object annotations;
+  for (std::string_view k : kSchedulerOwnedAnnotations) {
+    annotations[k] = nullptr;
+  }
+  boost::json::object meta;
+  if (!resource_version.empty()) {
+    meta["resourceVersion"] = resource_version;
+  }
+  meta["annotations"] = std::move(annotations);
   return boost::json::serialize(boost::json::object{{"metadata", std::move(meta)}});
 }
 
@@ -274,6 +293,8 @@ struct SchedulingLoop::Binding {
   std::string uid;
   SteadyTime first_seen{};
   bool needs_lock = false;
+  /// The pod carries scheduler-owned annotations it has no allocation for: they are removed before binding.
+  bool scrub_owned = false;
   /// The pod's identity (metadata only) for Events: the watch may deliver the bound pod, and drop it from
   /// pending_, before the bind call returns, so events must not depend on pending_.
   boost::json::object event_ref;
@@ -409,7 +430,7 @@ void SchedulingLoop::apply_pod(const boost::json::object& pod, bool deleted) {
     return it != briefs_.end() && it->second.bind_phase != brief.bind_phase;
   }();
   briefs_[skey] = brief;
-  if (auto st = snapshot_.upsert_pod(pod); !st) {
+  if (auto st = count_pod(key, pod); !st) {
     log::warning("pod counted without its bad field", {{"pod", skey}, {"error", st.message()}});
   }
   const bool ours = str_at(pod, "/spec/schedulerName") == options_.scheduler_name && brief.node_name.empty() &&
@@ -445,6 +466,27 @@ void SchedulingLoop::apply_pod(const boost::json::object& pod, bool deleted) {
       }
     }
   }
+}
+
+Status SchedulingLoop::count_pod(const PodKey& key, const boost::json::object& pod) {
+  const bool unbound_ours = str_at(pod, "/spec/nodeName").empty() &&
+                            str_at(pod, "/spec/schedulerName") == options_.scheduler_name && !binders_.count(key) &&
+                            !recent_binds_.count(key);
+  if (!unbound_ours) {
+    return snapshot_.upsert_pod(pod);
+  }
+  // A pending pod of ours that we are not binding holds nothing: allocation annotations on it were written by its
+  // author (or by an attempt of ours that did not bind, which is decided again). Counting them would let anyone
+  // who can create pods reserve cards.
+  boost::json::object copy = pod;
+  if (auto* meta = copy.if_contains("metadata"); meta != nullptr && meta->is_object()) {
+    if (auto* ann = meta->as_object().if_contains("annotations"); ann != nullptr && ann->is_object()) {
+      for (std::string_view k : kSchedulerOwnedAnnotations) {
+        ann->as_object().erase(k);
+      }
+    }
+  }
+  return snapshot_.upsert_pod(copy);
 }
 
 void SchedulingLoop::on_node_event(const kube::ReflectorEvent& event) {
@@ -638,11 +680,26 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
     report_unschedulable(key, pod, "pod " + key.str() + ": " + info.message(), "");
     return;
   }
+  {
+    std::vector<std::string> lines = info->ignored_annotations;
+    if (!info->unbound_owned_annotations.empty() && !annotated_by_us_.count(key)) {
+      std::string keys;
+      for (const auto& k : info->unbound_owned_annotations) {
+        keys += (keys.empty() ? "" : ", ") + k;
+      }
+      lines.push_back(keys +
+                      " on a pod that is not bound yet: written by its author, not by a scheduler; not "
+                      "counted, replaced or removed when the pod is bound");
+    }
+    if (!lines.empty()) {
+      report_ignored_annotations(key, pod, lines);
+    }
+  }
   // HAMi drops the pod's old reservation before filtering; so do we (an earlier attempt may have annotated it).
   snapshot_.remove_pod(key.ns, key.name);
   Decision d = schedule(snapshot_, *info, schedule_options_);
   if (!d.scheduled) {
-    (void)snapshot_.upsert_pod(pod);  // put back what the API says it holds
+    (void)count_pod(key, pod);  // put back what the API says it holds
     ++stats_.unschedulable;
     m.attempts.with({"unschedulable"}).inc();
     queue_.done_unschedulable(key, now);
@@ -651,7 +708,7 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
     return;
   }
   if (auto st = snapshot_.assume(*info, d.node, d.devices, unix_seconds(wall)); !st) {
-    (void)snapshot_.upsert_pod(pod);
+    (void)count_pod(key, pod);
     ++stats_.errors;
     m.attempts.with({"error"}).inc();
     log::warning("assume failed", {{"pod", key.str()}, {"node", d.node}, {"error", st.message()}});
@@ -660,7 +717,12 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
   }
   auto b = std::make_shared<Binding>();
   b->key = key;
-  b->needs_lock = options_.scheduler.node_lock == "hami" && app_containers_want_gpu(*info);
+  // Every pod with a device entry: kubelet calls Allocate for init containers too, and the plugin finds the pod
+  // through the lock first (HAMi v2.10 skips the lock for init-only pods, #2640, leaving them to the fallback).
+  b->needs_lock = options_.scheduler.node_lock == "hami" && info->gpu.any();
+  for (std::string_view k : kSchedulerOwnedAnnotations) {
+    b->scrub_owned = b->scrub_owned || optional_annotation(pod, k).has_value();
+  }
   b->info = std::move(*info);
   b->decision = std::move(d);
   b->resource_version = kube::resource_version_of(pod);
@@ -693,9 +755,13 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
       failure = "lost leadership before writing";
       break;
     }
-    if (b->info.gpu.any()) {
+    if (b->info.gpu.any() || b->scrub_owned) {
+      // A GPU pod gets its allocation; a pod without one that carries scheduler-owned annotations (written by
+      // its author: the webhook did not see it) loses them, so no device plugin can take them for ours.
       auto r = co_await api_->patch_pod(
-          key.ns, key.name, allocation_patch(b->decision, b->resource_version, unix_seconds(options_.clock.wall())));
+          key.ns, key.name,
+          b->info.gpu.any() ? allocation_patch(b->decision, b->resource_version, unix_seconds(options_.clock.wall()))
+                            : owned_annotations_removal_patch(b->resource_version));
       if (!r) {
         if (r.error().is_not_found()) {
           outcome = Outcome::gone;
@@ -716,6 +782,9 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
         break;
       }
       b->uid = kube::uid_of(*r).empty() ? b->uid : kube::uid_of(*r);
+      if (b->info.gpu.any()) {
+        annotated_by_us_.insert(key);  // a retry after a failed bind finds our own annotations: not forged
+      }
     }
     if (b->needs_lock) {
       lock_taken = co_await acquire_lock(*b);
@@ -1084,6 +1153,25 @@ void SchedulingLoop::report_unschedulable(const PodKey& key, const boost::json::
   }
 }
 
+void SchedulingLoop::report_ignored_annotations(const PodKey& key, const boost::json::object& pod,
+                                                const std::vector<std::string>& lines) {
+  std::string message;
+  for (const auto& l : lines) {
+    message += (message.empty() ? "" : "; ") + l;
+  }
+  // Once per pod and distinct message: the pod may be retried many times while it waits.
+  auto [it, inserted] = ignored_reported_.try_emplace(key, message);
+  if (!inserted && it->second == message) {
+    return;
+  }
+  it->second = message;
+  log::warning("ignoring annotations the pod author cannot be trusted to write",
+               {{"pod", key.str()}, {"annotations", message}});
+  if (active_ && !stopped_) {
+    emit_event(pod, "AnnotationIgnored", "Warning", message);
+  }
+}
+
 void SchedulingLoop::emit_event(const boost::json::object& pod, std::string reason, std::string type,
                                 std::string note) {
   if (!side_effect_slot()) {
@@ -1124,6 +1212,12 @@ void SchedulingLoop::sweep() {
   }
   for (auto it = reported_.begin(); it != reported_.end();) {
     it = pending_.count(it->first) ? std::next(it) : reported_.erase(it);
+  }
+  for (auto it = ignored_reported_.begin(); it != ignored_reported_.end();) {
+    it = pending_.count(it->first) ? std::next(it) : ignored_reported_.erase(it);
+  }
+  for (auto it = annotated_by_us_.begin(); it != annotated_by_us_.end();) {
+    it = pending_.count(*it) || binders_.count(*it) ? std::next(it) : annotated_by_us_.erase(it);
   }
   for (auto it = conflict_retries_.begin(); it != conflict_retries_.end();) {
     it = pending_.count(it->first) ? std::next(it) : conflict_retries_.erase(it);

@@ -81,14 +81,19 @@ struct PodBrief {
 };
 PodBrief brief_of(const boost::json::object& pod);
 
-/// Whether the owner of a lock on `node` still needs it: being bound by us (`binding_now`), or unbound / bound
-/// here with vgpu-node == node and bind-phase allocating (waiting for the device plugin's Allocate). Deleted
-/// (nullopt) and Succeeded/Failed owners are gone; anything else is stale. Pure.
+/// Whether the owner of a lock on `node` may still need it. Only what is provable frees a lock before its
+/// timeout, whoever wrote it: deleted (nullopt), Succeeded/Failed (finished), or bound and unable to allocate
+/// under it again (allocation_over: bound to another node, or bound here with bind-phase success/failed).
+/// Being bound by us (`binding_now`) or not bound yet (any scheduler may be between lock and bind) is active,
+/// whatever the owner's annotations say. Pure.
 LockOwnerState classify_lock_owner(const std::optional<PodBrief>& owner, std::string_view node, bool binding_now);
 
 /// The merge patch written on a placed pod: metadata.resourceVersion (precondition, when non-empty), the
-/// allocation annotations, bind-phase=allocating, bind-time, and the hami.io/vgpu-node label.
+/// allocation annotations, bind-phase=allocating, bind-time, null for every other scheduler-owned annotation
+/// (kSchedulerOwnedAnnotations), and the hami.io/vgpu-node label when the node name is a valid label value.
 std::string allocation_patch(const Decision& decision, std::string_view resource_version, int64_t now_unix);
+/// The merge patch that removes every scheduler-owned annotation (a pod without a GPU that carries them).
+std::string owned_annotations_removal_patch(std::string_view resource_version);
 /// Merge patch of a node's lock annotation (nullopt removes it), with resourceVersion as precondition.
 std::string node_lock_patch(std::string_view resource_version, const std::optional<std::string>& value);
 /// HAMi's FilteringFailed note: "no available node, 3 nodes do not meet: 2 nodes CardInsufficientCore(a, b);
@@ -157,6 +162,13 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   void report_unschedulable(const PodKey& key, const boost::json::object& pod, const std::string& message,
                             const std::string& hami_note);
   void emit_event(const boost::json::object& pod, std::string reason, std::string type, std::string note);
+  /// snapshot_.upsert_pod, except that a pending pod of ours we are not binding is counted without its
+  /// scheduler-owned annotations (they are not ours to trust).
+  Status count_pod(const PodKey& key, const boost::json::object& pod);
+  /// parse_pod's ignored_annotations: a warning log line and a Warning Event `AnnotationIgnored`, once per
+  /// distinct message while the pod is pending.
+  void report_ignored_annotations(const PodKey& key, const boost::json::object& pod,
+                                  const std::vector<std::string>& lines);
   bool side_effect_slot();
   boost::asio::awaitable<void> bind_task(std::shared_ptr<Binding> b);
   boost::asio::awaitable<bool> acquire_lock(Binding& b);
@@ -188,8 +200,10 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
     std::string message;
     SteadyTime at{};
   };
-  std::map<PodKey, Reported> reported_;     // last FailedScheduling per pod (rate limit)
-  std::map<PodKey, int> conflict_retries_;  // immediate re-decisions after a 409, bounded
+  std::map<PodKey, std::string> ignored_reported_;  // last AnnotationIgnored message per pending pod
+  std::set<PodKey> annotated_by_us_;                // pending pods carrying our own allocation annotations
+  std::map<PodKey, Reported> reported_;             // last FailedScheduling per pod (rate limit)
+  std::map<PodKey, int> conflict_retries_;          // immediate re-decisions after a 409, bounded
   std::map<std::string, std::vector<std::shared_ptr<boost::asio::steady_timer>>> node_waiters_;
   // Binders waiting for a node's lock, in arrival order: only the head tries to take it, so a release wakes one
   // writer instead of a herd of conflicting patches (which would also drain the client's QPS budget).

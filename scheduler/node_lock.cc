@@ -97,9 +97,9 @@ LockDecision decide_node_lock(std::string_view node, const std::optional<std::st
         d.action = LockAction::take_owner_gone;
         d.reason = "node " + node_s + " lock owner " + holder + " has finished";
         return d;
-      case LockOwnerState::stale:
+      case LockOwnerState::allocation_over:
         d.action = LockAction::take_owner_gone;
-        d.reason = "node " + node_s + " lock owner " + holder + " is not waiting for allocation on this node";
+        d.reason = "node " + node_s + " lock owner " + holder + " is bound and can no longer allocate on this node";
         return d;
       case LockOwnerState::unknown:
         d.action = LockAction::lookup_owner;

@@ -35,9 +35,10 @@ enum class LockOwnerState {
   active,    ///< exists and has not finished (phase not Succeeded/Failed, no deletionTimestamp honoured)
   finished,  ///< phase Succeeded or Failed: it will never run Allocate (HAMi PR #3047)
   deleted,   ///< GET answered NotFound, or a different UID holds the name
-  /// Exists but is neither being bound by this scheduler nor waiting for Allocate on this node: debris of a
-  /// crash between lock and bind, or a device plugin that set bind-phase without releasing the lock.
-  stale,
+  /// Bound, and can never call Allocate under this lock again: bound to another node, or bound to this node
+  /// with bind-phase success or failed (a pod is bound once). An owner that is not bound yet is never this: any
+  /// scheduler (HAMi's included, which locks before it writes bind-phase) may be between lock and bind.
+  allocation_over,
 };
 
 enum class LockAction {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 using namespace gpuslice;
+using Catch::Matchers::Contains;
 
 namespace {
 boost::json::object pod(const char* containers_json) {
@@ -73,4 +74,26 @@ TEST_CASE("whole quantities") {
   CHECK_FALSE(parse_whole_quantity("-1").ok());
   CHECK_FALSE(parse_whole_quantity("1e3").ok());
   CHECK_FALSE(parse_whole_quantity("99999999999999999999").ok());
+}
+
+TEST_CASE("kubelet's rule: the count is the nvidia.com/gpu limit, memory or cores without it is an error") {
+  auto mem_only = pod(R"([{"name":"c","resources":{"limits":{"nvidia.com/gpumem":"3000"}}}])");
+  CHECK(extract_gpu_request(mem_only, DeviceConfig{}).ok());  // the webhook defaults the count
+  auto k = extract_gpu_request(mem_only, DeviceConfig{}, CountRule::kubelet);
+  REQUIRE_FALSE(k.ok());
+  CHECK_THAT(k.message(), Contains("container \"c\": asks for nvidia.com/gpumem=3000 without nvidia.com/gpu"));
+  CHECK_THAT(k.message(), Contains("add resources.limits.nvidia.com/gpu: \"1\""));
+
+  auto zero = pod(R"([{"name":"z","resources":{"limits":{"nvidia.com/gpu":"0","nvidia.com/gpucores":"20"}}}])");
+  auto kz = extract_gpu_request(zero, DeviceConfig{}, CountRule::kubelet);
+  REQUIRE_FALSE(kz.ok());
+  CHECK_THAT(kz.message(), Contains("its limit is 0"));
+
+  auto ok =
+      pod(R"([{"name":"c","resources":{"limits":{"nvidia.com/gpu":"2","nvidia.com/gpumem":"3000"}}},{"name":"cpu"}])");
+  auto kok = extract_gpu_request(ok, DeviceConfig{}, CountRule::kubelet);
+  REQUIRE(kok.ok());
+  CHECK(kok->containers.at(0).gpus == 2);
+  CHECK(kok->containers.at(1).gpus == 0);
+  CHECK(kok.value() == extract_gpu_request(ok, DeviceConfig{}).value());
 }

@@ -108,9 +108,19 @@ TEST_CASE("release only by the owner") {
   CHECK(lock_expired(value, kNow + 5min + 1ms, kTimeout));
 }
 
-TEST_CASE("a stale owner (not binding, not waiting for Allocate here) frees the lock") {
+TEST_CASE("an owner whose allocation is over (bound elsewhere, or done here) frees the lock") {
   const auto value = format_node_lock(kNow - 30s, "ns", "q");
-  auto d = decide_node_lock("gpu-1", value, "ns", "p", kNow, kTimeout, LockOwnerState::stale);
+  auto d = decide_node_lock("gpu-1", value, "ns", "p", kNow, kTimeout, LockOwnerState::allocation_over);
   CHECK(d.action == LockAction::take_owner_gone);
-  CHECK(d.reason.find("not waiting") != std::string::npos);
+  CHECK(d.reason.find("can no longer allocate") != std::string::npos);
+}
+
+TEST_CASE("a live owner's lock, whoever wrote it, is taken only past the timeout") {
+  // HAMi's own scheduler writes the same value form; an active owner holds it until the timeout.
+  const auto value = format_node_lock(kNow - 4min, "hami-ns", "mid-bind");
+  auto d = decide_node_lock("gpu-1", value, "ns", "p", kNow, kTimeout, LockOwnerState::active);
+  CHECK(d.action == LockAction::contention);
+  CHECK(d.expires_in == std::chrono::milliseconds(60000));
+  auto later = decide_node_lock("gpu-1", value, "ns", "p", kNow + 61s, kTimeout, LockOwnerState::active);
+  CHECK(later.action == LockAction::take_expired);
 }

@@ -27,6 +27,8 @@ set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$BENCH_DIR/.." && pwd)
+# shellcheck source=lab/nodes.sh
+source "$REPO/lab/nodes.sh"
 LAB=$REPO/lab/lab.sh
 # A private lab instance (own state, ports and namespaces) so the benchmark never touches another lab on this
 # machine; override the GPUSLICE_LAB_* variables to point it elsewhere (--reuse then uses that lab).
@@ -244,19 +246,8 @@ log "  kube-scheduler: $KS"
 
 # ---- 3. freed slice -> pending bound ----------------------------------------------------------------------
 log "3/3 freed slice -> pending pod bound: $SAMPLES samples on node $LAT_NODE (one A100, 100 cores)"
-kc create -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Node
-metadata:
-  name: $LAT_NODE
-  labels: {kubernetes.io/hostname: $LAT_NODE, kubernetes.io/os: linux, kubernetes.io/arch: amd64, type: kwok}
-  annotations:
-    kwok.x-k8s.io/node: fake
-    hami.io/node-nvidia-register: '[{"id":"GPU-bench-latency-0","index":0,"count":10,"devmem":81920,"devcore":100,"type":"NVIDIA A100-SXM4-80GB","mode":"hami-core","health":true}]'
-status:
-  capacity: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "10"}
-  allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "10"}
-EOF
+kwok_node "$LAT_NODE" '[{"id":"GPU-bench-latency-0","index":0,"count":10,"devmem":81920,"devcore":100,"type":"NVIDIA A100-SXM4-80GB","mode":"hami-core","health":true}]' 10 |
+  kc create -f - >/dev/null
 start_watch bench=latency 0 "$WORK/latency.events"
 bound_seen() { awk -F'\t' -v p="$1" '$3 == p && $4 != "-" && $2 != "DELETED" {f=1} END {exit !f}' "$WORK/latency.events"; }
 unsched_seen() { awk -F'\t' -v p="$1" '$3 == p && $5 == "Unschedulable" {f=1} END {exit !f}' "$WORK/latency.events"; }

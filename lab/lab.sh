@@ -23,6 +23,8 @@ set -euo pipefail
 
 LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$LAB_DIR/.." && pwd)
+# shellcheck source=lab/nodes.sh
+source "$LAB_DIR/nodes.sh"
 STATE=${GPUSLICE_LAB_STATE:-$LAB_DIR/.state}
 CACHE=${GPUSLICE_LAB_CACHE:-$HOME/.cache/gpuslice-lab}
 BIN=$CACHE/bin
@@ -243,20 +245,8 @@ extra_nodes() {
     for j in 0 1 2 3; do
       reg+="${reg:+,}{\"id\":\"GPU-$t-x$i-$j\",\"index\":$j,\"count\":10,\"devmem\":81920,\"devcore\":100,\"type\":\"NVIDIA A100-SXM4-80GB\",\"mode\":\"hami-core\",\"health\":true}"
     done
-    cat <<EOF
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: $t-extra-$i
-  labels: {kubernetes.io/hostname: $t-extra-$i, kubernetes.io/os: linux, kubernetes.io/arch: amd64, gpuslice.io/lab: extra, type: kwok}
-  annotations:
-    kwok.x-k8s.io/node: fake
-    hami.io/node-nvidia-register: '[$reg]'
-status:
-  capacity: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "40"}
-  allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "40"}
-EOF
+    echo "---"
+    kwok_node "$t-extra-$i" "[$reg]" 40 64 512Gi "gpuslice.io/lab: extra"
   done
 }
 
@@ -380,19 +370,7 @@ default_nodes() {
        reg='[{"id":"GPU-b-worker-0-0","count":10,"devmem":23034,"devcore":100,"type":"NVIDIA L4","mode":"hami-core","health":true},{"id":"GPU-b-worker-0-1","index":1,"count":10,"devmem":23034,"devcore":100,"type":"NVIDIA L4","mode":"hami-core","health":true}]' ;;
     *) reg="[{\"id\":\"GPU-$t-worker-0-0\",\"count\":10,\"devmem\":81920,\"devcore\":100,\"type\":\"NVIDIA A100-SXM4-80GB\",\"mode\":\"hami-core\",\"health\":true}]" ;;
   esac
-  cat <<EOF
-apiVersion: v1
-kind: Node
-metadata:
-  name: $t-worker-0
-  labels: {kubernetes.io/hostname: $t-worker-0, kubernetes.io/os: linux, kubernetes.io/arch: amd64, type: kwok}
-  annotations:
-    kwok.x-k8s.io/node: fake
-    hami.io/node-nvidia-register: '$reg'
-status:
-  capacity: {cpu: "32", memory: 256Gi, pods: "110", nvidia.com/gpu: "$((gpus * 10))"}
-  allocatable: {cpu: "32", memory: 256Gi, pods: "110", nvidia.com/gpu: "$((gpus * 10))"}
-EOF
+  kwok_node "$t-worker-0" "$reg" "$((gpus * 10))" 32 256Gi
 }
 
 # gpuslice's configuration: the ConfigMap the tenant holds (applied from manifests/), with the lab's files and

@@ -7,6 +7,8 @@
 # over-committed, every bound pod reaches bind-phase=success and no node lock is left.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
+# shellcheck source=lab/nodes.sh
+source "$(dirname "$0")/../../lab/nodes.sh"
 NS=e2e-restart
 PODS=${E2E_RESTART_PODS:-30}
 NODES=(e2e-restart-0 e2e-restart-1)
@@ -28,19 +30,8 @@ for n in "${NODES[@]}"; do
     reg+="${reg:+,}{\"id\":\"GPU-$n-$j\",\"index\":$j,\"count\":10,\"devmem\":81920,\"devcore\":100,\"type\":\"NVIDIA A100-SXM4-80GB\",\"mode\":\"hami-core\",\"health\":true}"
   done
   kubectl delete node "$n" --ignore-not-found >/dev/null 2>&1
-  kubectl create -f - >/dev/null <<YAML || { fail "restart: node $n" "kubectl create node failed"; exit 1; }
-apiVersion: v1
-kind: Node
-metadata:
-  name: $n
-  labels: {kubernetes.io/hostname: $n, kubernetes.io/os: linux, kubernetes.io/arch: amd64, type: kwok, gpuslice.io/e2e: restart}
-  annotations:
-    kwok.x-k8s.io/node: fake
-    hami.io/node-nvidia-register: '[$reg]'
-status:
-  capacity: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "40"}
-  allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "40"}
-YAML
+  kwok_node "$n" "[$reg]" 40 64 512Gi "gpuslice.io/e2e: restart" |
+    kubectl create -f - >/dev/null || { fail "restart: node $n" "kubectl create node failed"; exit 1; }
 done
 node_ready() { [[ $(kubectl get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]; }
 for n in "${NODES[@]}"; do

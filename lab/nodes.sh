@@ -1,0 +1,23 @@
+# shellcheck shell=bash
+# Simulated GPU workers, shared by lab/lab.sh, the e2e tests and the benchmarks. Source it.
+
+# kwok_node NAME REGISTER SLICES [CPU MEMORY EXTRA_LABELS]: a kwok Node manifest for one GPU worker.
+#   REGISTER  the hami.io/node-nvidia-register JSON array (docs/hami-protocol.md §3)
+#   SLICES    allocatable nvidia.com/gpu: cards x split count; it must stay above 0 (HAMi's health gate)
+#   EXTRA_LABELS  more labels in flow style, e.g. "gpuslice.io/lab: extra"
+kwok_node() {
+  local name=$1 reg=$2 slices=$3 cpu=${4:-64} mem=${5:-512Gi} extra=${6:-}
+  cat <<NODE
+apiVersion: v1
+kind: Node
+metadata:
+  name: $name
+  labels: {kubernetes.io/hostname: $name, kubernetes.io/os: linux, kubernetes.io/arch: amd64, type: kwok${extra:+, $extra}}
+  annotations:
+    kwok.x-k8s.io/node: fake
+    hami.io/node-nvidia-register: '$reg'
+status:
+  capacity: {cpu: "$cpu", memory: $mem, pods: "110", nvidia.com/gpu: "$slices"}
+  allocatable: {cpu: "$cpu", memory: $mem, pods: "110", nvidia.com/gpu: "$slices"}
+NODE
+}

@@ -1,7 +1,7 @@
 #pragma once
 // The lab's device agent: an emulation of HAMi v2.10's NVIDIA device plugin Allocate path, driven the way
 // kubelet's device manager drives it, for simulated GPU nodes (no NVML, no kubelet). It is never looser than the
-// real plugin; every difference is listed in docs/hami-contract.md. Followed upstream (Project-HAMi/HAMi):
+// real plugin; every difference is listed in hami-protocol.md §14. Followed upstream (Project-HAMi/HAMi):
 //   pkg/device-plugin/nvidiadevice/nvinternal/plugin/server.go  Allocate, getAllocateResponse
 //   pkg/device-plugin/nvidiadevice/nvinternal/plugin/util.go    GetNextDeviceRequest, PodAllocationTrySuccess,
 //                                                               PodAllocationFailed

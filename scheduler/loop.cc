@@ -758,10 +758,14 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
     if (b->info.gpu.any() || b->scrub_owned) {
       // A GPU pod gets its allocation; a pod without one that carries scheduler-owned annotations (written by
       // its author: the webhook did not see it) loses them, so no device plugin can take them for ours.
-      auto r = co_await api_->patch_pod(
-          key.ns, key.name,
-          b->info.gpu.any() ? allocation_patch(b->decision, b->resource_version, unix_seconds(options_.clock.wall()))
-                            : owned_annotations_removal_patch(b->resource_version));
+      // Built before the co_await: g++ 12 destroys a conditional's temporary twice inside a coroutine.
+      std::string patch;
+      if (b->info.gpu.any()) {
+        patch = allocation_patch(b->decision, b->resource_version, unix_seconds(options_.clock.wall()));
+      } else {
+        patch = owned_annotations_removal_patch(b->resource_version);
+      }
+      auto r = co_await api_->patch_pod(key.ns, key.name, std::move(patch));
       if (!r) {
         if (r.error().is_not_found()) {
           outcome = Outcome::gone;

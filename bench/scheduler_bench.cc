@@ -4,7 +4,13 @@
 //   decide          schedule() on an unchanging snapshot
 //   decide+assume   schedule(), assume() the decision, forget() it again (two index updates per decision)
 //   full scan       schedule() with the free-capacity index disabled (same decisions, every node examined)
-// Usage: scheduler_bench [decisions-per-size] [sizes...]
+// Workloads: mixed and large GPU pods (below), and the same mixed pods with kube-scheduler's hard constraints
+// (issue 11): `anti` - required podAntiAffinity on kubernetes.io/hostname against the pod's own app label (one of
+// 200 apps the bound pods carry), `spread` - a DoNotSchedule topologySpreadConstraint over 10 zones (maxSkew 1)
+// on the same label. Both make InterPodAffinity / PodTopologySpread read every bound pod in PreFilter, as
+// kube-scheduler's do, so they run a tenth of the decisions.
+// Usage: scheduler_bench [decisions-per-size] [sizes...] [pods=N (bound pods, default 40000)]
+#include "scheduler/framework/pod_facts.h"
 #include "scheduler/schedule.h"
 
 #include <boost/json.hpp>
@@ -14,6 +20,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -25,8 +33,14 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr int kCardsPerNode = 8;
-constexpr int kBoundPods = 40000;
+int kBoundPods = 40000;
+constexpr int kApps = 200;
+constexpr int kZones = 10;
 constexpr int64_t kCardMem = 81920;
+
+std::string zone_of(const std::string& node) {
+  return "zone-" + std::to_string(std::hash<std::string>{}(node) % kZones);
+}
 
 json::object make_node(const std::string& name) {
   json::array cards;
@@ -44,7 +58,7 @@ json::object make_node(const std::string& name) {
   return json::object{{"kind", "Node"},
                       {"metadata",
                        {{"name", name},
-                        {"labels", {{"kubernetes.io/hostname", name}}},
+                        {"labels", {{"kubernetes.io/hostname", name}, {"topology.kubernetes.io/zone", zone_of(name)}}},
                         {"annotations", {{"hami.io/node-nvidia-register", json::serialize(cards)}}}}},
                       {"status",
                        {{"allocatable",
@@ -54,7 +68,7 @@ json::object make_node(const std::string& name) {
                           {"nvidia.com/gpu", std::to_string(kCardsPerNode * 10)}}}}}};
 }
 
-json::object bound_pod(const std::string& name, const std::string& node, const std::string& allocated) {
+json::object bound_pod(const std::string& name, const std::string& node, const std::string& allocated, int app) {
   json::object ann;
   if (!allocated.empty()) {
     ann["hami.io/vgpu-node"] = node;
@@ -62,7 +76,11 @@ json::object bound_pod(const std::string& name, const std::string& node, const s
   }
   return json::object{
       {"kind", "Pod"},
-      {"metadata", {{"name", name}, {"namespace", "bench"}, {"annotations", ann}}},
+      {"metadata",
+       {{"name", name},
+        {"namespace", "bench"},
+        {"labels", {{"app", "app-" + std::to_string(app)}}},
+        {"annotations", ann}}},
       {"spec",
        {{"nodeName", node},
         {"containers", json::array{json::object{
@@ -109,14 +127,15 @@ void build(Cluster& cl, int nodes, std::mt19937& rng) {
         ++slots;
         std::string alloc =
             node + "-gpu" + std::to_string(c) + ",NVIDIA," + std::to_string(m) + "," + std::to_string(k) + ":;";
-        (void)cl.snap.upsert_pod(bound_pod("gpu-" + std::to_string(cl.gpu_pods), node, alloc));
+        (void)cl.snap.upsert_pod(bound_pod("gpu-" + std::to_string(cl.gpu_pods), node, alloc, cl.gpu_pods % kApps));
         ++cl.gpu_pods;
       }
     }
   }
   std::uniform_int_distribution<int> node_d(0, nodes - 1);
   while (cl.gpu_pods + cl.cpu_pods < kBoundPods) {
-    (void)cl.snap.upsert_pod(bound_pod("cpu-" + std::to_string(cl.cpu_pods), names[node_d(rng)], ""));
+    (void)cl.snap.upsert_pod(
+        bound_pod("cpu-" + std::to_string(cl.cpu_pods), names[node_d(rng)], "", cl.cpu_pods % kApps));
     ++cl.cpu_pods;
   }
   cl.build_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -125,7 +144,38 @@ void build(Cluster& cl, int nodes, std::mt19937& rng) {
 // mixed: 1000-20000 MiB, 5-30 % cores, 10 % of the pods ask two cards.
 // large: 50000-70000 MiB, 40-60 % cores: only nearly idle cards fit, so binpack's first candidates (the fullest
 //        nodes) all fail; a full scan walks through them, the index skips them.
-std::vector<PodInfo> workload(int count, bool large, std::mt19937& rng) {
+enum class Kind { mixed, large, anti, spread };
+const char* kind_name(Kind k) {
+  return k == Kind::mixed ? "mixed" : k == Kind::large ? "large" : k == Kind::anti ? "anti" : "spread";
+}
+
+// The constraint part of an `anti` or `spread` pod, parsed as the loop parses it (parse_pod_facts).
+std::shared_ptr<const gpuslice::scheduler::PodFacts> facts_for(Kind kind, int app) {
+  const std::string label = "app-" + std::to_string(app);
+  json::object spec;
+  json::object selector{{"matchLabels", {{"app", label}}}};
+  if (kind == Kind::anti) {
+    spec["affinity"] = {
+        {"podAntiAffinity",
+         {{"requiredDuringSchedulingIgnoredDuringExecution",
+           json::array{json::object{{"labelSelector", selector}, {"topologyKey", "kubernetes.io/hostname"}}}}}}};
+  } else {
+    spec["topologySpreadConstraints"] = json::array{json::object{{"maxSkew", 1},
+                                                                 {"topologyKey", "topology.kubernetes.io/zone"},
+                                                                 {"whenUnsatisfiable", "DoNotSchedule"},
+                                                                 {"labelSelector", selector}}};
+  }
+  json::object pod{{"metadata", {{"name", "x"}, {"namespace", "bench"}, {"labels", {{"app", label}}}}}, {"spec", spec}};
+  auto f = gpuslice::scheduler::parse_pod_facts(pod);
+  if (!f.ok()) {
+    std::fprintf(stderr, "facts: %s\n", f.message().c_str());
+    std::exit(1);
+  }
+  return f.value();
+}
+
+std::vector<PodInfo> workload(int count, Kind kind, std::mt19937& rng) {
+  const bool large = kind == Kind::large;
   std::vector<PodInfo> pods;
   std::uniform_int_distribution<int> mem_d(large ? 50000 : 1000, large ? 70000 : 20000),
       core_d(large ? 40 : 5, large ? 60 : 30), two_d(0, 9);
@@ -141,6 +191,9 @@ std::vector<PodInfo> workload(int count, bool large, std::mt19937& rng) {
     c.mem_mib = mem_d(rng);
     c.cores = core_d(rng);
     p.gpu.containers.push_back(c);
+    if (kind == Kind::anti || kind == Kind::spread) {
+      p.facts = facts_for(kind, i % kApps);
+    }
     pods.push_back(std::move(p));
   }
   return pods;
@@ -183,7 +236,11 @@ int main(int argc, char** argv) {
   int decisions = argc > 1 ? std::atoi(argv[1]) : 20000;
   std::vector<int> sizes;
   for (int i = 2; i < argc; ++i) {
-    sizes.push_back(std::atoi(argv[i]));
+    if (std::string(argv[i]).rfind("pods=", 0) == 0) {
+      kBoundPods = std::atoi(argv[i] + 5);
+    } else {
+      sizes.push_back(std::atoi(argv[i]));
+    }
   }
   if (sizes.empty()) {
     sizes = {100, 1000, 5000};
@@ -196,8 +253,9 @@ int main(int argc, char** argv) {
     std::mt19937 rng(20261130);
     Cluster cl;
     build(cl, n, rng);
-    for (bool large : {false, true}) {
-      std::vector<PodInfo> pods = workload(decisions, large, rng);
+    for (Kind kind : {Kind::mixed, Kind::large, Kind::anti, Kind::spread}) {
+      const bool constrained = kind == Kind::anti || kind == Kind::spread;
+      std::vector<PodInfo> pods = workload(constrained ? std::max(1, decisions / 10) : decisions, kind, rng);
       ScheduleOptions opt;
       opt.explain_failures = false;  // the failure path explains every node; measured separately in tests
       Measure decide = run(pods, [&](const PodInfo& p) { return schedule(cl.snap, p, opt); });
@@ -215,8 +273,8 @@ int main(int argc, char** argv) {
       std::vector<PodInfo> few(pods.begin(), pods.begin() + std::max<size_t>(1, pods.size() / 10));
       Measure full = run(few, [&](const PodInfo& p) { return schedule(cl.snap, p, scan); });
       std::printf("| %d | %s | %d | %d (%d + %d) | %.0f | %.0f | %.1f | %.1f | %.0f | %.0f | %.1f | %.1f |\n", n,
-                  large ? "large" : "mixed", n * kCardsPerNode, cl.gpu_pods + cl.cpu_pods, cl.gpu_pods, cl.cpu_pods,
-                  cl.build_ms, decide.per_sec, decide.us, decide.visited, churn.per_sec, full.per_sec, full.visited,
+                  kind_name(kind), n * kCardsPerNode, cl.gpu_pods + cl.cpu_pods, cl.gpu_pods, cl.cpu_pods, cl.build_ms,
+                  decide.per_sec, decide.us, decide.visited, churn.per_sec, full.per_sec, full.visited,
                   100.0 * decide.scheduled / static_cast<double>(pods.size()));
     }
     std::fflush(stdout);

@@ -303,7 +303,11 @@ struct SchedulingLoop::Binding {
 SchedulingLoop::SchedulingLoop(asio::any_io_executor executor, LoopOptions options, std::shared_ptr<LoopApi> api)
     : executor_(executor),
       options_(std::move(options)),
-      schedule_options_(ScheduleOptions::from(options_.scheduler)),
+      schedule_options_([this] {
+        ScheduleOptions o = ScheduleOptions::from(options_.scheduler);
+        o.select_volume_nodes = true;  // bind_volumes() writes selected-node and waits (VolumeBinding's PreBind)
+        return o;
+      }()),
       api_(std::move(api)),
       snapshot_(options_.devices),
       queue_(QueueOptions{options_.queue_capacity, milliseconds(1000),
@@ -790,6 +794,13 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
         annotated_by_us_.insert(key);  // a retry after a failed bind finds our own annotations: not forged
       }
     }
+    if (!b->decision.claims_to_select.empty()) {
+      // Before the node lock: provisioning may take a while and must not hold the node's lock meanwhile.
+      failure = co_await bind_volumes(*b);
+      if (!failure.empty()) {
+        break;
+      }
+    }
     if (b->needs_lock) {
       lock_taken = co_await acquire_lock(*b);
       if (!lock_taken) {
@@ -873,6 +884,65 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
       break;
   }
   wake();
+}
+
+// ---- volumes (VolumeBinding's PreBind, pkg/scheduler/framework/plugins/volumebinding/binder.go BindPodVolumes) ----
+
+asio::awaitable<std::string> SchedulingLoop::bind_volumes(Binding& b) {
+  auto self = shared_from_this();
+  const PodKey key = b.key;
+  const std::string node = b.decision.node;
+  const std::vector<std::string> claims = b.decision.claims_to_select;
+  for (const std::string& claim : claims) {
+    const ClaimInfo* c = snapshot_.objects().find_claim(key.ns, claim);
+    if (c != nullptr && (!c->volume_name.empty() || c->selected_node == node)) {
+      continue;  // bound meanwhile, or already asked for this node
+    }
+    boost::json::object ann;
+    ann[std::string(kSelectedNodeAnnotation)] = node;
+    boost::json::object meta;
+    meta["annotations"] = std::move(ann);
+    boost::json::object patch;
+    patch["metadata"] = std::move(meta);
+    auto r = co_await api_->patch_claim(key.ns, claim, boost::json::serialize(patch));
+    if (!r) {
+      co_return "selecting node " + node + " for persistentvolumeclaim " + key.ns + "/" + claim + ": " +
+          r.error().to_string();
+    }
+    log::info("volume node selected", {{"pod", key.str()}, {"claim", key.ns + "/" + claim}, {"node", node}}, 1);
+  }
+  // Wait for the provisioner: the PVC watch shows spec.volumeName once the claim is bound.
+  const auto deadline = options_.clock.steady() + options_.volume_bind_timeout;
+  asio::steady_timer timer(executor_);
+  while (true) {
+    std::string waiting;
+    for (const std::string& claim : claims) {
+      const ClaimInfo* c = snapshot_.objects().find_claim(key.ns, claim);
+      if (c == nullptr) {
+        co_return "persistentvolumeclaim " + key.ns + "/" + claim + " was deleted while waiting for it to bind";
+      }
+      if (c->volume_name.empty()) {
+        waiting = claim;
+        break;
+      }
+    }
+    if (waiting.empty()) {
+      co_return std::string();
+    }
+    if (stopped_ || !active_) {
+      co_return std::string("lost leadership while waiting for volumes");
+    }
+    if (pending_.count(key) == 0) {
+      co_return std::string("pod deleted or bound elsewhere while waiting for its volumes");
+    }
+    if (options_.clock.steady() >= deadline) {
+      co_return "persistentvolumeclaim " + key.ns + "/" + waiting + " not bound within " +
+          std::to_string(options_.volume_bind_timeout.count()) + "ms after selecting node " + node +
+          " (WaitForFirstConsumer: is its provisioner running?)";
+    }
+    timer.expires_after(std::chrono::milliseconds(100));
+    co_await timer.async_wait(kAwait);
+  }
 }
 
 // ---- node lock ----

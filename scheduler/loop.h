@@ -36,6 +36,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/json/object.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -66,8 +67,11 @@ struct LoopOptions {
   std::size_t max_side_effects_in_flight = 32;      ///< events + condition patches; beyond this they are dropped
   std::chrono::milliseconds event_interval{30000};  ///< same pod, same message: at most one event per interval
   std::chrono::milliseconds lock_wait{30000};       ///< give up waiting for a node lock after this, re-decide
-  std::chrono::seconds assume_ttl{120};             ///< drop assumptions never confirmed by a watch event
-  std::chrono::milliseconds sweep_period{5000};     ///< lock janitor, assumption expiry, gauges
+  /// WaitForFirstConsumer claims: after writing volume.kubernetes.io/selected-node, wait this long for the
+  /// provisioner to bind them before giving up and re-deciding (kube-scheduler's bindTimeoutSeconds, 600 s).
+  std::chrono::milliseconds volume_bind_timeout{600000};
+  std::chrono::seconds assume_ttl{120};          ///< drop assumptions never confirmed by a watch event
+  std::chrono::milliseconds sweep_period{5000};  ///< lock janitor, assumption expiry, gauges
   LoopClock clock;
 };
 
@@ -110,6 +114,11 @@ struct LoopStats {
   uint64_t events_dropped = 0;
 };
 
+/// The cluster objects the default plugins read besides Pods and Nodes (one Reflector each).
+enum class ClusterObjectKind : size_t { namespace_labels, claim, volume, storage_class, csi_node };
+inline constexpr size_t kClusterObjectKinds = 5;
+std::string_view cluster_object_kind_name(ClusterObjectKind kind);
+
 class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
  public:
   SchedulingLoop(boost::asio::any_io_executor executor, LoopOptions options, std::shared_ptr<LoopApi> api);
@@ -119,6 +128,9 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   void on_pod_event(const kube::ReflectorEvent& event);
   void on_node_event(const kube::ReflectorEvent& event);
   void on_quota_event(const kube::ReflectorEvent& event);
+  /// Namespaces, PVCs, PVs, StorageClasses, CSINodes into snapshot().objects() (scheduler/loop_objects.cc);
+  /// every event re-queues the pending pods.
+  void on_cluster_object_event(ClusterObjectKind kind, const kube::ReflectorEvent& event);
   /// All informers have delivered their first list: scheduling may start (never before: an empty snapshot
   /// would double-book every card).
   void set_synced(bool synced);
@@ -172,6 +184,9 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   bool side_effect_slot();
   boost::asio::awaitable<void> bind_task(std::shared_ptr<Binding> b);
   boost::asio::awaitable<bool> acquire_lock(Binding& b);
+  /// VolumeBinding's PreBind: selected-node on each WaitForFirstConsumer claim, then wait for them to bind.
+  /// Returns "" when bound, else why not (the bind is then retried after a backoff and the pod re-decided).
+  boost::asio::awaitable<std::string> bind_volumes(Binding& b);
   boost::asio::awaitable<void> release_lock(std::string node, std::string ns, std::string pod, std::string why);
   boost::asio::awaitable<LockOwnerState> owner_state(const std::string& ns, const std::string& pod,
                                                      const std::string& node);
@@ -191,11 +206,12 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   std::map<PodKey, PendingPod> pending_;              // unbound pods of our schedulerName
   std::unordered_map<std::string, PodBrief> briefs_;  // "ns/name" -> every live pod
   std::map<std::string, NodeMeta> nodes_;
-  std::set<std::pair<std::string, std::string>> quotas_;               // ns, name
-  std::set<std::string> locked_nodes_;                                 // nodes whose lock annotation is set
-  std::set<std::string> janitor_busy_;                                 // nodes with a janitor release in flight
-  std::map<PodKey, std::string> binders_;                              // pods being bound -> node
-  std::map<PodKey, std::pair<std::string, SteadyTime>> recent_binds_;  // bound by us lately (watch may lag)
+  std::set<std::pair<std::string, std::string>> quotas_;                // ns, name
+  std::array<std::set<std::string>, kClusterObjectKinds> object_keys_;  // per ClusterObjectKind: name or ns/name
+  std::set<std::string> locked_nodes_;                                  // nodes whose lock annotation is set
+  std::set<std::string> janitor_busy_;                                  // nodes with a janitor release in flight
+  std::map<PodKey, std::string> binders_;                               // pods being bound -> node
+  std::map<PodKey, std::pair<std::string, SteadyTime>> recent_binds_;   // bound by us lately (watch may lag)
   struct Reported {
     std::string message;
     SteadyTime at{};

@@ -13,6 +13,12 @@ class ClientApi final : public LoopApi {
     co_return co_await client_->patch(kube::object_path(kube::resources::pods(), ns, name), kube::PatchType::merge,
                                       std::move(merge_patch));
   }
+  Task<kube::ApiResult<Object>> patch_claim(std::string ns, std::string name, std::string merge_patch) override {
+    // A named local, not a braced temporary inside the co_await (g++-12 destroys those twice; kube/client.h).
+    const kube::Resource claims{"", "v1", "persistentvolumeclaims", true};
+    std::string path = kube::object_path(claims, ns, name);
+    co_return co_await client_->patch(std::move(path), kube::PatchType::merge, std::move(merge_patch));
+  }
   Task<kube::ApiResult<Object>> patch_node(std::string name, std::string merge_patch) override {
     co_return co_await client_->patch(kube::object_path(kube::resources::nodes(), "", name), kube::PatchType::merge,
                                       std::move(merge_patch));

@@ -24,6 +24,8 @@ class LoopApi {
   virtual ~LoopApi() = default;
   /// Merge patch of pods/{name}; a metadata.resourceVersion inside is a precondition (409 on change).
   virtual Task<kube::ApiResult<Object>> patch_pod(std::string ns, std::string name, std::string merge_patch) = 0;
+  /// Merge patch of persistentvolumeclaims/{name} (VolumeBinding's selected-node annotation).
+  virtual Task<kube::ApiResult<Object>> patch_claim(std::string ns, std::string name, std::string merge_patch) = 0;
   /// Merge patch of nodes/{name}; same precondition rule.
   virtual Task<kube::ApiResult<Object>> patch_node(std::string name, std::string merge_patch) = 0;
   virtual Task<kube::ApiResult<Object>> get_pod(std::string ns, std::string name) = 0;

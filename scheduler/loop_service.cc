@@ -96,12 +96,44 @@ SchedulerService::SchedulerService(std::shared_ptr<kube::Client> client, const C
   quotas.resource = kube::Resource{"", "v1", "resourcequotas", true};
   quotas.name = "resourcequotas";
   add(std::move(quotas), 4, &SchedulingLoop::on_quota_event);
+  // What the default plugins read besides pods and nodes (scheduler/framework/cluster_objects.h).
+  struct ObjectWatch {
+    ClusterObjectKind kind;
+    kube::Resource resource;
+  };
+  const ObjectWatch object_watches[] = {
+      {ClusterObjectKind::namespace_labels, kube::resources::namespaces()},
+      {ClusterObjectKind::claim, kube::Resource{"", "v1", "persistentvolumeclaims", true}},
+      {ClusterObjectKind::volume, kube::Resource{"", "v1", "persistentvolumes", false}},
+      {ClusterObjectKind::storage_class, kube::Resource{"storage.k8s.io", "v1", "storageclasses", false}},
+      {ClusterObjectKind::csi_node, kube::Resource{"storage.k8s.io", "v1", "csinodes", false}},
+  };
+  int bit = 8;
+  for (const ObjectWatch& w : object_watches) {
+    kube::ReflectorOptions ro;
+    ro.resource = w.resource;
+    ro.name = std::string(cluster_object_kind_name(w.kind)) + "s";
+    std::weak_ptr<SchedulingLoop> weak = loop_;
+    const ClusterObjectKind kind = w.kind;
+    reflectors_.push_back(std::make_shared<kube::Reflector>(client_, std::move(ro),
+                                                            [this, weak, bit, kind](const kube::ReflectorEvent& e) {
+                                                              auto l = weak.lock();
+                                                              if (!l) {
+                                                                return;
+                                                              }
+                                                              l->on_cluster_object_event(kind, e);
+                                                              if (e.type == kube::ReflectorEventType::relisted) {
+                                                                on_synced(bit);
+                                                              }
+                                                            }));
+    bit <<= 1;
+  }
 }
 
 void SchedulerService::on_synced(int which) {
   const int before = synced_mask_;
   synced_mask_ |= which;
-  if (before != 7 && synced_mask_ == 7) {
+  if (before != kAllSynced && synced_mask_ == kAllSynced) {
     log::info("scheduler informers synced", {{"nodes", static_cast<int64_t>(loop_->snapshot().node_count())},
                                              {"pods", static_cast<int64_t>(loop_->snapshot().pod_count())}});
     loop_->set_synced(true);

@@ -1,5 +1,7 @@
 #include "scheduler/pod_info.h"
 
+#include "scheduler/framework/pod_facts.h"
+
 #include "scheduler/quantity.h"
 #include "scheduler/text.h"
 
@@ -244,6 +246,31 @@ Result<ResourceRequests> pod_requests(const json::object& pod) {
   return total;
 }
 
+Result<std::vector<NodeSelectorTerm>> parse_node_selector_terms(const json::array& terms, const std::string& at) {
+  std::vector<NodeSelectorTerm> out;
+  for (size_t ti = 0; ti < terms.size(); ++ti) {
+    std::string where = at + "[" + std::to_string(ti) + "]";
+    if (!terms[ti].is_object()) {
+      return make_error(where + ": must be an object");
+    }
+    NodeSelectorTerm term;
+    for (const char* key : {"matchExpressions", "matchFields"}) {
+      const json::array* exprs = arr(terms[ti].get_object(), key);
+      size_t ei = 0;
+      for (const json::value& ev : exprs ? *exprs : json::array{}) {
+        auto r = requirement(ev, where + "." + key + "[" + std::to_string(ei++) + "]");
+        if (!r.ok()) {
+          return r.error();
+        }
+        (std::string_view(key) == "matchFields" ? term.match_fields : term.match_expressions)
+            .push_back(std::move(r.value()));
+      }
+    }
+    out.push_back(std::move(term));
+  }
+  return out;
+}
+
 Result<PodInfo> parse_pod(const json::object& pod, const DeviceConfig& devices) {
   PodInfo p;
   const json::object* meta = obj(pod, "metadata");
@@ -309,6 +336,28 @@ Result<PodInfo> parse_pod(const json::object& pod, const DeviceConfig& devices) 
         }
         p.required_affinity.push_back(std::move(term));
         ++ti;
+      }
+    }
+    if (const json::array* pref = na ? arr(*na, "preferredDuringSchedulingIgnoredDuringExecution") : nullptr) {
+      for (size_t i = 0; i < pref->size(); ++i) {
+        std::string at =
+            "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[" + std::to_string(i) + "]";
+        const json::object* w = (*pref)[i].is_object() ? &(*pref)[i].get_object() : nullptr;
+        const json::object* pt = w ? obj(*w, "preference") : nullptr;
+        if (pt == nullptr) {
+          return fail(at + ".preference: missing");
+        }
+        auto terms = parse_node_selector_terms(json::array{*pt}, at + ".preference");
+        if (!terms.ok()) {
+          return fail(terms.message());
+        }
+        const json::value* wv = w->if_contains("weight");
+        if (wv == nullptr || !wv->is_int64() || wv->get_int64() < 1 || wv->get_int64() > 100) {
+          return fail(at + ".weight: must be an integer 1-100, got " +
+                      (wv ? json::serialize(*wv) : std::string("nothing")));
+        }
+        const auto weight = static_cast<int32_t>(wv->get_int64());
+        p.preferred_affinity.emplace_back(weight, std::move(terms.value()[0]));
       }
     }
     if (const json::array* tols = arr(*spec, "tolerations")) {
@@ -377,6 +426,11 @@ Result<PodInfo> parse_pod(const json::object& pod, const DeviceConfig& devices) 
     }
     p.weights = w.value();
   }
+  auto facts = parse_pod_facts(pod);
+  if (!facts.ok()) {
+    return fail(facts.message());
+  }
+  p.facts = std::move(facts.value());
   return p;
 }
 

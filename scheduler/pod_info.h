@@ -6,6 +6,8 @@
 #include "common/gpu_request.h"
 #include "common/result.h"
 
+#include <memory>
+
 #include <boost/json/object.hpp>
 
 #include <cstdint>
@@ -77,6 +79,8 @@ struct GpuSelectors {
   std::optional<std::string> vgpu_mode;  ///< hami-core | mig | mps
 };
 
+struct PodFacts;  // scheduler/framework/pod_facts.h
+
 struct PodInfo {
   std::string ns;
   std::string name;
@@ -97,6 +101,11 @@ struct PodInfo {
   /// yet, in that list's order. Never read as allocation; the loop reports them unless it wrote them itself
   /// (an attempt of its own that did not bind) and overwrites or removes them when it binds the pod.
   std::vector<std::string> unbound_owned_annotations;
+  /// Preferred node affinity (NodeAffinity's score), ORed terms with weights.
+  std::vector<std::pair<int32_t, NodeSelectorTerm>> preferred_affinity;
+  /// Labels, pod (anti-)affinity, spread, ports, volumes, DRA claims (scheduler/framework/pod_facts.h); never null
+  /// after parse_pod.
+  std::shared_ptr<const PodFacts> facts;
 
   std::string key() const { return ns + "/" + name; }
 };
@@ -112,6 +121,10 @@ Result<PodInfo> parse_pod(const boost::json::object& pod, const DeviceConfig& de
 
 /// Parses `slot=1,core=1,memory=3`: exactly the three names, non-negative integers, at least one positive.
 Result<ScoringWeights> parse_scoring_weights(std::string_view text);
+
+/// Parses nodeSelectorTerms (a PV's spec.nodeAffinity.required, a pod's required node affinity); `at` names the
+/// array in errors.
+Result<std::vector<NodeSelectorTerm>> parse_node_selector_terms(const boost::json::array& terms, const std::string& at);
 
 /// Effective requests of a pod object (also used by the snapshot for bound pods). Bad quantities are errors.
 Result<ResourceRequests> pod_requests(const boost::json::object& pod);

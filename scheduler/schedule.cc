@@ -1,8 +1,11 @@
 #include "scheduler/schedule.h"
 
+#include "scheduler/framework/framework.h"
+
 #include <algorithm>
 #include <charconv>
 #include <limits>
+#include <optional>
 
 namespace gpuslice::scheduler {
 namespace json = boost::json;
@@ -51,90 +54,6 @@ bool icontains(std::string_view hay, std::string_view needle) {
   return false;
 }
 
-bool parse_i64(std::string_view s, int64_t& out) {
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return !s.empty() && ec == std::errc() && p == s.data() + s.size();
-}
-
-// ---- node level -----------------------------------------------------------------------------------------------
-
-bool requirement_holds(const NodeSelectorRequirement& r, const std::string* value) {
-  switch (r.op) {
-    case SelectorOp::in:
-      return value != nullptr && std::find(r.values.begin(), r.values.end(), *value) != r.values.end();
-    case SelectorOp::not_in:
-      return value == nullptr || std::find(r.values.begin(), r.values.end(), *value) == r.values.end();
-    case SelectorOp::exists:
-      return value != nullptr;
-    case SelectorOp::does_not_exist:
-      return value == nullptr;
-    case SelectorOp::gt:
-    case SelectorOp::lt: {
-      int64_t have = 0;
-      int64_t want = 0;
-      if (value == nullptr || r.values.size() != 1 || !parse_i64(*value, have) || !parse_i64(r.values[0], want)) {
-        return false;
-      }
-      return r.op == SelectorOp::gt ? have > want : have < want;
-    }
-  }
-  return false;
-}
-
-bool affinity_matches(const NodeState& n, const PodInfo& pod) {
-  for (const auto& [k, v] : pod.node_selector) {
-    auto it = n.labels.find(k);
-    if (it == n.labels.end() || it->second != v) {
-      return false;
-    }
-  }
-  if (pod.required_affinity.empty()) {
-    return true;
-  }
-  for (const NodeSelectorTerm& term : pod.required_affinity) {
-    // An empty term matches nothing (kube-scheduler's nodeaffinity semantics).
-    if (term.match_expressions.empty() && term.match_fields.empty()) {
-      continue;
-    }
-    bool ok = true;
-    for (const NodeSelectorRequirement& r : term.match_expressions) {
-      auto it = n.labels.find(r.key);
-      if (!requirement_holds(r, it == n.labels.end() ? nullptr : &it->second)) {
-        ok = false;
-        break;
-      }
-    }
-    for (const NodeSelectorRequirement& r : term.match_fields) {
-      if (!ok) {
-        break;
-      }
-      ok = r.key == "metadata.name" && requirement_holds(r, &n.name);
-    }
-    if (ok) {
-      return true;
-    }
-  }
-  return false;
-}
-
-bool tolerates(const Toleration& t, const Taint& taint) {
-  if (!t.effect.empty() && t.effect != taint.effect) {
-    return false;
-  }
-  if (t.key.empty()) {
-    return t.op_exists;  // empty key with Exists tolerates everything
-  }
-  if (t.key != taint.key) {
-    return false;
-  }
-  return t.op_exists || t.value == taint.value;
-}
-
-bool tolerated(const PodInfo& pod, const Taint& taint) {
-  return std::any_of(pod.tolerations.begin(), pod.tolerations.end(),
-                     [&](const Toleration& t) { return tolerates(t, taint); });
-}
-
 // ---- card level -----------------------------------------------------------------------------------------------
 
 struct Work {
@@ -161,6 +80,21 @@ struct ReasonCounts {
                                                 reason::kResourceQuotaNotFit};
   static constexpr size_t kCount = sizeof(kNames) / sizeof(kNames[0]);
   int64_t counts[kCount] = {};
+  // The numbers behind CardInsufficientMemory / CardInsufficientCore / AllocatedCardsInsufficientRequest: what
+  // was asked and the best a card (or the node) offered; best -1 = not seen.
+  int64_t mem_asked = 0, mem_free = -1, core_asked = 0, core_free = -1, cards_asked = 0, cards_fit = -1;
+  void saw_memory(int64_t asked, int64_t free) {
+    if (free > mem_free) {
+      mem_free = free;
+      mem_asked = asked;
+    }
+  }
+  void saw_cores(int64_t asked, int64_t free) {
+    if (free > core_free) {
+      core_free = free;
+      core_asked = asked;
+    }
+  }
   void add(std::string_view r, int64_t n = 1) {
     for (size_t i = 0; i < kCount; ++i) {
       if (kNames[i] == r) {
@@ -176,6 +110,7 @@ struct NodeVerdict {
   std::vector<std::string> reasons;
   std::string detail;
   PodDevices devices;
+  std::vector<Shortfall> shortfalls;
 };
 
 // A necessary condition checked before the full evaluation during the search: every GPU container needs `gpus`
@@ -215,7 +150,20 @@ NodeVerdict fail_with_cards(const ReasonCounts& rc, size_t total) {
     }
     std::string_view r = ReasonCounts::kNames[i];
     v.reasons.emplace_back(r);
-    entries.push_back(std::to_string(rc.counts[i]) + "/" + std::to_string(total) + " " + std::string(r));
+    std::string entry = std::to_string(rc.counts[i]) + "/" + std::to_string(total) + " " + std::string(r);
+    std::optional<Shortfall> sf;
+    if (r == reason::kCardInsufficientMemory && rc.mem_free >= 0) {
+      sf = Shortfall{std::string(r), rc.mem_asked, rc.mem_free};
+    } else if (r == reason::kCardInsufficientCore && rc.core_free >= 0) {
+      sf = Shortfall{std::string(r), rc.core_asked, rc.core_free};
+    } else if (r == reason::kAllocatedCardsInsufficientRequest && rc.cards_fit >= 0) {
+      sf = Shortfall{std::string(r), rc.cards_asked, rc.cards_fit};
+    }
+    if (sf) {
+      entry += " (" + shortfall_text(*sf) + ")";
+      v.shortfalls.push_back(std::move(*sf));
+    }
+    entries.push_back(std::move(entry));
   }
   std::sort(entries.begin(), entries.end());
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -379,10 +327,12 @@ bool fit_container(std::vector<Work>& work, const ContainerGpuRequest& req, cons
     }
     if (d.devmem - w.used_mem < c.mem) {
       rc.add(reason::kCardInsufficientMemory);
+      rc.saw_memory(c.mem, d.devmem - w.used_mem);
       continue;
     }
     if (d.devcore - w.used_cores < cores_req) {
       rc.add(reason::kCardInsufficientCore);
+      rc.saw_cores(cores_req, d.devcore - w.used_cores);
       continue;
     }
     if (d.devcore == 100 && cores_req == 100 && w.used_slots > 0) {
@@ -419,54 +369,19 @@ bool fit_container(std::vector<Work>& work, const ContainerGpuRequest& req, cons
   }
   if (!tmp.empty()) {
     rc.add(reason::kAllocatedCardsInsufficientRequest, static_cast<int64_t>(tmp.size()));
+    if (static_cast<int64_t>(tmp.size()) > rc.cards_fit) {
+      rc.cards_fit = static_cast<int64_t>(tmp.size());
+      rc.cards_asked = req.gpus;
+    }
   }
   return false;
 }
 
-// `explain` false: a failing node returns without building reason strings (the search only needs "no").
+// The GpuSlice part of a node's fit: registration, then HAMi's per-container card fit. `explain` false: a failing
+// node returns without building reason strings (the search only needs "no").
 NodeVerdict evaluate(const Snapshot& snap, const NodeState& n, const PodInfo& pod, const Policy& policy, bool wants_gpu,
                      bool explain) {
   auto fail_with = [explain](std::string_view r) { return explain ? scheduler::fail_with(r) : NodeVerdict{}; };
-  if (n.unschedulable && !tolerated(pod, Taint{"node.kubernetes.io/unschedulable", "", "NoSchedule"})) {
-    return fail_with(reason::kNodeUnschedulable);
-  }
-  if (!affinity_matches(n, pod)) {
-    return fail_with(reason::kNodeAffinity);
-  }
-  for (const Taint& t : n.taints) {
-    if ((t.effect == "NoSchedule" || t.effect == "NoExecute") && !tolerated(pod, t)) {
-      if (!explain) {
-        return NodeVerdict{};
-      }
-      return scheduler::fail_with(std::string(reason::kUntoleratedTaintPrefix) + "{" + t.key + ": " + t.value + "}");
-    }
-  }
-  {
-    NodeVerdict v;
-    const ResourceRequests& r = pod.requests;
-    if (r.cpu_milli > 0 && n.requested.cpu_milli + r.cpu_milli > n.allocatable.cpu_milli) {
-      v.reasons.emplace_back(reason::kInsufficientCpu);
-    }
-    if (r.memory_bytes > 0 && n.requested.memory_bytes + r.memory_bytes > n.allocatable.memory_bytes) {
-      v.reasons.emplace_back(reason::kInsufficientMemory);
-    }
-    if (r.ephemeral_bytes > 0 && n.requested.ephemeral_bytes + r.ephemeral_bytes > n.allocatable.ephemeral_bytes) {
-      v.reasons.emplace_back(reason::kInsufficientEphemeral);
-    }
-    if (n.pod_count + 1 > n.allocatable_pods) {
-      v.reasons.emplace_back(reason::kTooManyPods);
-    }
-    if (!v.reasons.empty() && !explain) {
-      return NodeVerdict{};
-    }
-    if (!v.reasons.empty()) {
-      std::sort(v.reasons.begin(), v.reasons.end());
-      for (size_t i = 0; i < v.reasons.size(); ++i) {
-        v.detail += (i ? ", " : "") + v.reasons[i];
-      }
-      return v;
-    }
-  }
   NodeVerdict ok;
   ok.fits = true;
   ok.devices.resize(pod.gpu.containers.size());
@@ -491,7 +406,14 @@ NodeVerdict evaluate(const Snapshot& snap, const NodeState& n, const PodInfo& po
       continue;
     }
     if (req.gpus > static_cast<int64_t>(base.size())) {
-      return fail_with(reason::kNodeInsufficientDevice);  // HAMi's bare string
+      if (!explain) {
+        return NodeVerdict{};
+      }
+      NodeVerdict v = scheduler::fail_with(reason::kNodeInsufficientDevice);  // HAMi's bare string, then numbers
+      Shortfall sf{std::string(reason::kNodeInsufficientDevice), req.gpus, static_cast<int64_t>(base.size())};
+      v.detail += " (" + shortfall_text(sf) + ")";
+      v.shortfalls.push_back(std::move(sf));
+      return v;
     }
     ReasonCounts rc;
     bool fitted = false;
@@ -527,11 +449,47 @@ int64_t request_mem_on_card(const ContainerGpuRequest& request, const DeviceInfo
   return card.devmem;  // neither: the whole card
 }
 
-std::string format_failure_message(size_t total_nodes, const std::map<std::string, size_t, std::less<>>& counts) {
+std::string shortfall_text(const Shortfall& s) {
+  const std::string a = std::to_string(s.asked);
+  const std::string b = std::to_string(s.best);
+  if (s.reason == reason::kCardInsufficientMemory) {
+    return "asks " + a + " MiB per card, largest free " + b + " MiB";
+  }
+  if (s.reason == reason::kCardInsufficientCore) {
+    return "asks " + a + "% of a card's cores, largest free " + b + "%";
+  }
+  if (s.reason == reason::kNodeInsufficientDevice) {
+    return "asks " + a + " cards, node has " + b;
+  }
+  if (s.reason == reason::kAllocatedCardsInsufficientRequest) {
+    return "asks " + a + " cards, " + b + " fit";
+  }
+  return {};
+}
+
+std::string format_failure_message(size_t total_nodes, const std::map<std::string, size_t, std::less<>>& counts,
+                                   const std::map<std::string, Shortfall, std::less<>>* figures) {
   std::vector<std::string> entries;
   entries.reserve(counts.size());
   for (const auto& [r, n] : counts) {
-    entries.push_back(std::to_string(n) + " " + r);
+    std::string e = std::to_string(n) + " " + r;
+    if (figures != nullptr) {
+      if (auto it = figures->find(r); it != figures->end()) {
+        Shortfall s = it->second;
+        std::string text;
+        if (s.reason == reason::kNodeInsufficientDevice) {
+          text = "asks " + std::to_string(s.asked) + " cards, largest node has " + std::to_string(s.best);
+        } else if (s.reason == reason::kAllocatedCardsInsufficientRequest) {
+          text = "asks " + std::to_string(s.asked) + " cards, at most " + std::to_string(s.best) + " fit";
+        } else {
+          text = shortfall_text(s);
+        }
+        if (!text.empty()) {
+          e += " (" + text + ")";
+        }
+      }
+    }
+    entries.push_back(std::move(e));
   }
   std::sort(entries.begin(), entries.end());  // as kube-scheduler's sortReasonsHistogram: plain string order
   std::string out = "0/" + std::to_string(total_nodes) + " nodes are available";
@@ -545,65 +503,44 @@ std::string format_failure_message(size_t total_nodes, const std::map<std::strin
   return out + ".";
 }
 
-Decision schedule(const Snapshot& snap, const PodInfo& pod, const ScheduleOptions& options) {
-  Decision d;
-  d.nodes_total = snap.node_count();
-  const Policy policy = resolve_policy(pod, options);
-  const bool wants_gpu = pod.gpu.any();
-
+CapacityQuery capacity_query(const PodInfo& pod) {
   CapacityQuery q;
-  if (wants_gpu) {
-    for (const ContainerGpuRequest& c : pod.gpu.containers) {
-      if (c.gpus <= 0) {
-        continue;
-      }
-      q.cards = std::max(q.cards, c.gpus);
-      if (c.mem_mib) {
-        q.min_card_mem_mib = std::max(q.min_card_mem_mib, *c.mem_mib);
-      }
-      q.min_card_cores = std::max(q.min_card_cores, std::min<int64_t>(c.cores, 100));
+  for (const ContainerGpuRequest& c : pod.gpu.containers) {
+    if (c.gpus <= 0) {
+      continue;
     }
+    q.cards = std::max(q.cards, c.gpus);
+    if (c.mem_mib) {
+      q.min_card_mem_mib = std::max(q.min_card_mem_mib, *c.mem_mib);
+    }
+    q.min_card_cores = std::max(q.min_card_cores, std::min<int64_t>(c.cores, 100));
   }
-  if (!options.use_index) {
-    q = CapacityQuery{};
+  return q;
+}
+
+NodeOrder node_order_for(const PodInfo& pod, const ScheduleOptions& options) {
+  return resolve_policy(pod, options).node_order;
+}
+
+GpuFit gpu_fit(const Snapshot& snap, const NodeState& node, const PodInfo& pod, const ScheduleOptions& options,
+               bool explain) {
+  GpuFit out;
+  const bool wants_gpu = pod.gpu.any();
+  if (wants_gpu && !explain && !may_fit_cards(node, pod)) {
+    return out;
   }
-  snap.visit_candidates(q, policy.node_order, [&](const NodeState& n) {
-    ++d.nodes_visited;
-    if (wants_gpu && !may_fit_cards(n, pod)) {
-      return false;
-    }
-    NodeVerdict v = evaluate(snap, n, pod, policy, wants_gpu, /*explain=*/false);
-    if (!v.fits) {
-      return false;
-    }
-    d.scheduled = true;
-    d.node = n.name;
-    d.node_score = n.score;
-    d.devices = std::move(v.devices);
-    return true;
-  });
-  if (d.scheduled) {
-    return d;
-  }
-  if (!options.explain_failures) {
-    d.message = format_failure_message(d.nodes_total, {});
-    return d;
-  }
-  // Every node, the ones the index skipped included, so the message counts all N like kube-scheduler's.
-  std::map<std::string, size_t, std::less<>> counts;
-  snap.for_each_node([&](const NodeState& n) {
-    NodeVerdict v = evaluate(snap, n, pod, policy, wants_gpu, /*explain=*/true);
-    if (v.fits) {
-      // Only possible if the index pruned a node it should not have; report it rather than hide it.
-      v = fail_with("internal: node fits but was not a candidate");
-    }
-    for (const std::string& r : v.reasons) {
-      ++counts[r];
-    }
-    d.failures.push_back(NodeFailure{n.name, std::move(v.reasons), std::move(v.detail)});
-  });
-  d.message = format_failure_message(d.nodes_total, counts);
-  return d;
+  NodeVerdict v = evaluate(snap, node, pod, resolve_policy(pod, options), wants_gpu, explain);
+  out.fits = v.fits;
+  out.reasons = std::move(v.reasons);
+  out.detail = std::move(v.detail);
+  out.devices = std::move(v.devices);
+  out.shortfalls = std::move(v.shortfalls);
+  return out;
+}
+
+Decision schedule(const Snapshot& snap, const PodInfo& pod, const ScheduleOptions& options) {
+  static const std::unique_ptr<framework::Framework> kProfile = framework::Framework::default_profile();
+  return (options.profile != nullptr ? *options.profile : *kProfile).run(snap, pod, options);
 }
 
 json::object allocation_annotations(const Decision& decision, int64_t now_unix) {

@@ -30,6 +30,9 @@
 #include <vector>
 
 namespace gpuslice::scheduler {
+namespace framework {
+class Framework;
+}
 
 // HAMi's reason strings (pkg/device/common/common.go) and kube-scheduler's node-level ones.
 namespace reason {
@@ -69,6 +72,12 @@ struct ScheduleOptions {
   /// Prune candidates through the snapshot's free-capacity index. Off only to measure or cross-check: the
   /// decision is the same either way, only the number of nodes examined differs.
   bool use_index = true;
+  /// The plugin profile to run (scheduler/framework/framework.h); nullptr: the default profile.
+  const framework::Framework* profile = nullptr;
+  /// The caller writes volume.kubernetes.io/selected-node on Decision::claims_to_select and waits for them to
+  /// bind before binding the pod (kube-scheduler's VolumeBinding PreBind). false: pods with an unbound
+  /// WaitForFirstConsumer claim stay Pending with a message saying so.
+  bool select_volume_nodes = false;
 
   static ScheduleOptions from(const SchedulerConfig& config);
 };
@@ -89,6 +98,8 @@ struct Decision {
   /// One slot per container of the pod's GPU request (init first), empty for containers without GPU.
   PodDevices devices;
   double node_score = 0;
+  /// Unbound WaitForFirstConsumer claims (names, in the pod's namespace) to annotate with the chosen node.
+  std::vector<std::string> claims_to_select;
   /// When not scheduled: `0/N nodes are available: 1 CardInsufficientCore.` (kube-scheduler style, usable as the
   /// PodScheduled=False message); also an error about the pod itself (e.g. no nodes at all).
   std::string message;
@@ -101,9 +112,41 @@ struct Decision {
 /// remove_pod() it first when re-deciding (HAMi drops the old reservation the same way).
 Decision schedule(const Snapshot& snapshot, const PodInfo& pod, const ScheduleOptions& options);
 
+/// The numbers behind a GPU reason on one node: what the pod asks and the best this node offers, so a refusal
+/// says by how much (CardInsufficientMemory: MiB per card and the largest free on a usable card;
+/// CardInsufficientCore: % per card and the largest free; NodeInsufficientDevice: cards asked and the node's
+/// cards; AllocatedCardsInsufficientRequest: cards asked and how many fitted).
+struct Shortfall {
+  std::string reason;
+  int64_t asked = 0;
+  int64_t best = 0;
+};
+/// "asks 90000 MiB per card, largest free 81920 MiB" (the text after a reason; empty for other reasons).
+std::string shortfall_text(const Shortfall& s);
+
+/// The GpuSlice plugin's node check (scheduler/framework/plugins/gpu_slice.cc): registration, then HAMi's card fit
+/// per container; `devices` are the cards picked when it fits.
+struct GpuFit {
+  bool fits = false;
+  std::vector<std::string> reasons;
+  std::string detail;
+  PodDevices devices;
+  std::vector<Shortfall> shortfalls;  ///< with `explain`, for the reasons that carry numbers
+};
+GpuFit gpu_fit(const Snapshot& snapshot, const NodeState& node, const PodInfo& pod, const ScheduleOptions& options,
+               bool explain);
+/// The free-capacity index query that prunes nodes unable to hold the pod's GPU request (empty: no GPU).
+CapacityQuery capacity_query(const PodInfo& pod);
+/// The node order of the pod's node policy (binpack / spread, per-pod annotation first).
+NodeOrder node_order_for(const PodInfo& pod, const ScheduleOptions& options);
+
 /// kube-scheduler's FitError text: "0/N nodes are available: " + "<count> <reason>" entries sorted as strings,
 /// joined by ", ", then "." (N = total). With no reasons: "0/N nodes are available."
-std::string format_failure_message(size_t total_nodes, const std::map<std::string, size_t, std::less<>>& counts);
+/// `figures`, when given, adds each reason's numbers after it over all nodes (the largest free amount seen):
+/// "0/2 nodes are available: 2 CardInsufficientMemory (asks 90000 MiB per card, largest free 81920 MiB)." - the
+/// short reason stays first, so tools matching on it still work.
+std::string format_failure_message(size_t total_nodes, const std::map<std::string, size_t, std::less<>>& counts,
+                                   const std::map<std::string, Shortfall, std::less<>>* figures = nullptr);
 
 /// The annotations the scheduler writes on a placed pod (hami-protocol.md §4): hami.io/vgpu-node,
 /// hami.io/vgpu-time (unix seconds), hami.io/vgpu-devices-to-allocate and -allocated (identical).

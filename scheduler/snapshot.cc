@@ -360,6 +360,9 @@ void Snapshot::store(std::string key, PodRecord rec) {
   if (!rec.gpu_node.empty()) {
     pods_by_node_[rec.gpu_node].insert(key);
   }
+  if (rec.facts && !rec.facts->anti_affinity.empty()) {
+    anti_affinity_pods_.insert(key);
+  }
   pods_.emplace(std::move(key), std::move(rec));
 }
 
@@ -381,8 +384,31 @@ bool Snapshot::erase(const std::string& key) {
       }
     }
   }
+  anti_affinity_pods_.erase(key);
   pods_.erase(it);
   return true;
+}
+
+void Snapshot::for_each_pod_on(std::string_view node, const std::function<void(const PodRecord&)>& f) const {
+  auto p = pods_by_node_.find(std::string(node));
+  if (p == pods_by_node_.end()) {
+    return;
+  }
+  for (const std::string& key : p->second) {
+    auto it = pods_.find(key);
+    if (it != pods_.end() && it->second.node == node) {
+      f(it->second);
+    }
+  }
+}
+
+void Snapshot::for_each_pod_with_anti_affinity(const std::function<void(const PodRecord&)>& f) const {
+  for (const std::string& key : anti_affinity_pods_) {
+    auto it = pods_.find(key);
+    if (it != pods_.end()) {
+      f(it->second);
+    }
+  }
 }
 
 // Usage of a (re)registered node: recomputed from the pods recorded on it, so events may come in any order.
@@ -449,6 +475,11 @@ Status Snapshot::upsert_node(const json::object& node) {
       }
     }
   }
+  if (std::any_of(n.taints.begin(), n.taints.end(), [](const Taint& t) { return t.effect == "PreferNoSchedule"; })) {
+    soft_tainted_nodes_.insert(name);
+  } else {
+    soft_tainted_nodes_.erase(name);
+  }
   if (const json::object* status = obj(node, "status")) {
     if (const json::object* alloc = obj(*status, "allocatable")) {
       struct Item {
@@ -510,6 +541,7 @@ bool Snapshot::remove_node(std::string_view name) {
     return false;
   }
   unindex(it->second);
+  soft_tainted_nodes_.erase(it->first);
   nodes_.erase(it);
   return true;
 }
@@ -581,6 +613,11 @@ Status Snapshot::upsert_pod(const json::object& pod) {
     }
   }
   rec.quota = quota_charge(rec.devices, rec.init_slots, rec.init_done);
+  if (auto facts = parse_pod_facts(pod); facts.ok()) {
+    rec.facts = std::move(facts.value());
+  } else if (first_error.empty()) {
+    first_error = "pod " + key + ": " + facts.message();  // counted without labels, terms and ports
+  }
   store(std::move(key), std::move(rec));
   if (!first_error.empty()) {
     return make_error(first_error);
@@ -690,6 +727,9 @@ Status Snapshot::assume(const PodInfo& pod, std::string_view node, const PodDevi
   rec.assumed = true;
   rec.assumed_at_unix = now_unix;
   rec.quota = quota_charge(rec.devices, rec.init_slots, false);
+  if (pod.facts) {
+    rec.facts = pod.facts;
+  }
   store(pod.key(), std::move(rec));
   return Status::Ok();
 }

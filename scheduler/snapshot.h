@@ -34,6 +34,8 @@
 #include "common/config.h"
 #include "common/result.h"
 #include "scheduler/allocation.h"
+#include "scheduler/framework/cluster_objects.h"
+#include "scheduler/framework/pod_facts.h"
 #include "scheduler/inventory.h"
 #include "scheduler/pod_info.h"
 
@@ -126,6 +128,8 @@ struct PodRecord {
   bool assumed = false;    ///< recorded by assume(), not yet confirmed by a watch event
   int64_t assumed_at_unix = 0;
   QuotaAmounts quota;  ///< this pod's charge against its namespace quota
+  /// What the default plugins read (labels, terms, ports, volumes); shared, never null.
+  std::shared_ptr<const PodFacts> facts = empty_pod_facts();
 };
 
 /// The pruning condition of the free-capacity index: a node can only fit a request if it has at least `cards`
@@ -195,6 +199,15 @@ class Snapshot {
   void for_each_node(const std::function<void(const NodeState&)>& f) const;
   /// Every recorded pod in "ns/name" order.
   void for_each_pod(const std::function<void(const PodRecord&)>& f) const;
+  /// Every recorded pod counted on `node` (spec.nodeName, or hami.io/vgpu-node before binding), key order.
+  void for_each_pod_on(std::string_view node, const std::function<void(const PodRecord&)>& f) const;
+  /// Recorded pods with required pod anti-affinity (InterPodAffinity's symmetry), key order.
+  void for_each_pod_with_anti_affinity(const std::function<void(const PodRecord&)>& f) const;
+  /// Whether any node carries a PreferNoSchedule taint (TaintToleration then scores).
+  bool any_prefer_no_schedule_taint() const { return !soft_tainted_nodes_.empty(); }
+  /// Namespaces, PVCs, PVs, StorageClasses, CSINodes (the loop's watches and simulate feed them).
+  ClusterObjects& objects() { return objects_; }
+  const ClusterObjects& objects() const { return objects_; }
   QuotaLimits quota_limits(std::string_view ns) const;
   QuotaAmounts quota_used(std::string_view ns) const;
 
@@ -223,6 +236,10 @@ class Snapshot {
   std::map<std::string, QuotaLimits, std::less<>> quota_limits_;
   std::map<std::string, QuotaAmounts, std::less<>> quota_used_;
   std::unique_ptr<Index> index_;
+  std::set<std::string, std::less<>> anti_affinity_pods_;
+  std::set<std::string, std::less<>>
+      soft_tainted_nodes_;  ///< nodes with a PreferNoSchedule taint  ///< keys of pods with required anti-affinity
+  ClusterObjects objects_;
 };
 
 /// HAMi's node score over existing usage: 10 x (sum Used/sum Count + sum Usedcores/sum Totalcore +

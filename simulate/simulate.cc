@@ -83,6 +83,18 @@ Result<SimulationResult> simulate(const SimulationInput& input, const Configurat
           if (Status st = snap.upsert_quota(m.object); !st.ok()) {
             return make_error(at + st.message());
           }
+        } else if (kind == "Namespace" || kind == "PersistentVolumeClaim" || kind == "PersistentVolume" ||
+                   kind == "StorageClass" || kind == "CSINode") {
+          // What the default plugins read besides nodes and pods (scheduler/framework/cluster_objects.h).
+          ClusterObjects& objs = snap.objects();
+          Status st = kind == "Namespace"               ? objs.upsert_namespace(m.object)
+                      : kind == "PersistentVolumeClaim" ? objs.upsert_claim(m.object)
+                      : kind == "PersistentVolume"      ? objs.upsert_volume(m.object)
+                      : kind == "StorageClass"          ? objs.upsert_storage_class(m.object)
+                                                        : objs.upsert_csi_node(m.object);
+          if (!st.ok()) {
+            return make_error(at + st.message());
+          }
         } else if (kind == "Pod") {
           if (bound(m.object)) {
             if (Status st = snap.upsert_pod(m.object); !st.ok()) {
@@ -97,13 +109,14 @@ Result<SimulationResult> simulate(const SimulationInput& input, const Configurat
             queue.push_back(Queued{&file, &m});
           }
         }
-        // Other kinds (Namespace, Deployment, ...) are not simulated and are skipped.
+        // Other kinds (Deployment, Service, ...) are not simulated and are skipped.
       }
     }
   }
 
   SimulationResult result;
   ScheduleOptions options = ScheduleOptions::from(config.scheduler);
+  options.select_volume_nodes = true;  // as the live loop: a WaitForFirstConsumer claim gets the chosen node
   for (const Queued& q : queue) {
     const json::object& original = q.m->object;
     SimulatedPod out;

@@ -126,7 +126,9 @@ TEST_CASE("table output lists pods and cards", "[simulate][cli]") {
   Run r = gpuslice("simulate --nodes " + example("tenant-a/nodes.yaml") + " --pods " + example("tenant-a/pods.yaml"));
   REQUIRE(r.status == 0);
   CHECK_THAT(r.out, Contains("default/share-4"));
-  CHECK_THAT(r.out, Contains("0/1 nodes are available: 1 CardInsufficientCore."));
+  CHECK_THAT(
+      r.out,
+      Contains("0/1 nodes are available: 1 CardInsufficientCore (asks 30% of a card's cores, largest free 10%)."));
   CHECK_THAT(r.out, Contains("60000/81920"));
   CHECK_THAT(r.out, Contains("90/100"));
 }

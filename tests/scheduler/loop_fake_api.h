@@ -123,6 +123,16 @@ class FakeApi : public LoopApi {
     deliver(pod_sinks_, kube::ReflectorEventType::modified, it->second);
     co_return it->second;
   }
+  /// PVC patches as sent (the fake keeps no claims: tests deliver claim events to the loop themselves).
+  std::vector<std::pair<std::string, std::string>> claim_patches;  // "ns/name", merge patch
+  Task<kube::ApiResult<Object>> patch_claim(std::string ns, std::string name, std::string patch) override {
+    const std::string key = ns + "/" + name;
+    if (auto e = injected("patch_claim " + key)) {
+      co_return *e;
+    }
+    claim_patches.emplace_back(key, patch);
+    co_return Object{};
+  }
   Task<kube::ApiResult<Object>> patch_node(std::string name, std::string patch) override {
     if (auto e = injected("patch_node " + name)) {
       co_return *e;

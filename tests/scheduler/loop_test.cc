@@ -73,8 +73,10 @@ struct Harness {
   std::shared_ptr<MockDeviceAgent> agent;
   WallTime wall_now{std::chrono::seconds(1796024904)};
 
-  explicit Harness(const std::string& node_lock = "hami", bool with_agent = true) {
+  explicit Harness(const std::string& node_lock = "hami", bool with_agent = true,
+                   std::chrono::milliseconds volume_bind_timeout = 600000ms) {
     LoopOptions o;
+    o.volume_bind_timeout = volume_bind_timeout;
     o.scheduler.node_lock = node_lock;
     o.scheduler.max_backoff = 2000ms;
     o.identity = "test";
@@ -190,7 +192,8 @@ TEST_CASE("loop: seed scenario binds three sharing pods and reports the fourth",
       CHECK(c.type == "PodScheduled");
       CHECK(c.status == "False");
       CHECK(c.reason == "Unschedulable");
-      CHECK(c.message == "0/1 nodes are available: 1 CardInsufficientCore.");
+      CHECK(c.message ==
+            "0/1 nodes are available: 1 CardInsufficientCore (asks 30% of a card's cores, largest free 10%).");
     }
   }
   CHECK(found);
@@ -401,7 +404,8 @@ TEST_CASE("loop: pods of other schedulers and bound pods are not scheduled but a
   h.start();
   REQUIRE(h.run_until([&] { return !h.api->conditions.empty(); }));
   CHECK(h.api->binds == 0);
-  CHECK(h.api->conditions.back().second.message == "0/1 nodes are available: 1 CardInsufficientMemory.");
+  CHECK(h.api->conditions.back().second.message ==
+        "0/1 nodes are available: 1 CardInsufficientMemory (asks 20000 MiB per card, largest free 11920 MiB).");
   CHECK(h.node_of("default/other").empty());
   h.finish();
 }
@@ -648,4 +652,179 @@ TEST_CASE("device plugin emulation: kubelet's calls, v2.10 decode, erase and env
   REQUIRE(found);
   CHECK(kube::name_of(*found) == "b");
   CHECK_FALSE(plugin_fallback_pending_pod({&a, &d}, "gpu-0"));
+}
+
+TEST_CASE("loop: a pod's claim arriving on the PVC/PV watches gets it bound; namespace labels feed selectors",
+          "[loop][objects]") {
+  Harness h;
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  h.api->put_node(make_node("gpu-1", "GPU-b"));
+  json::object pod = make_pod("with-claim", 1000, 10);
+  pod["spec"].as_object()["volumes"] =
+      json::array{json::object{{"name", "data"}, {"persistentVolumeClaim", json::object{{"claimName", "data"}}}}};
+  h.api->put_pod(pod);
+  h.start();
+  auto relist = [&](ClusterObjectKind kind, std::vector<json::object> items) {
+    kube::ReflectorEvent e;
+    e.type = kube::ReflectorEventType::relisted;
+    e.items = &items;
+    h.loop->on_cluster_object_event(kind, e);
+  };
+  for (ClusterObjectKind k : {ClusterObjectKind::namespace_labels, ClusterObjectKind::claim, ClusterObjectKind::volume,
+                              ClusterObjectKind::storage_class, ClusterObjectKind::csi_node}) {
+    relist(k, {});
+  }
+  auto message_of = [&](const std::string& key) {
+    std::string m;
+    for (const auto& [k, c] : h.api->conditions) {
+      if (k == key) {
+        m = c.message;
+      }
+    }
+    return m;
+  };
+  REQUIRE(h.run_until([&] { return !message_of("default/with-claim").empty(); }));
+  CHECK(message_of("default/with-claim") == "0/2 nodes are available: persistentvolumeclaim \"data\" not found.");
+  CHECK(h.node_of("default/with-claim").empty());
+
+  // The claim and its local PV (node affinity: gpu-1 only) arrive: the pod is re-queued and bound there.
+  json::object pv = json::parse(R"({"metadata":{"name":"pv-1"},"spec":{"capacity":{"storage":"1Gi"},
+      "accessModes":["ReadWriteOnce"],"claimRef":{"namespace":"default","name":"data"},
+      "local":{"path":"/data"},"nodeAffinity":{"required":{"nodeSelectorTerms":[{"matchExpressions":[
+      {"key":"kubernetes.io/hostname","operator":"In","values":["gpu-1"]}]}]}}},"status":{"phase":"Bound"}})")
+                        .as_object();
+  json::object pvc = json::parse(R"({"metadata":{"name":"data","namespace":"default"},"spec":{
+      "accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}},"volumeName":"pv-1"},
+      "status":{"phase":"Bound"}})")
+                         .as_object();
+  relist(ClusterObjectKind::volume, {pv});
+  relist(ClusterObjectKind::claim, {pvc});
+  REQUIRE(h.run_until([&] { return !h.node_of("default/with-claim").empty() && h.quiet(); }));
+  CHECK(h.node_of("default/with-claim") == "gpu-1");
+  CHECK(h.loop->snapshot().objects().find_claim("default", "data") != nullptr);
+
+  // A relist without the claim drops it from the store (no stale object for the next pod).
+  relist(ClusterObjectKind::claim, {});
+  CHECK(h.loop->snapshot().objects().find_claim("default", "data") == nullptr);
+  kube::ReflectorEvent added;
+  added.type = kube::ReflectorEventType::added;
+  json::object ns = json::parse(R"({"metadata":{"name":"team-a","labels":{"tier":"gold"}}})").as_object();
+  added.object = &ns;
+  h.loop->on_cluster_object_event(ClusterObjectKind::namespace_labels, added);
+  const Labels* labels = h.loop->snapshot().objects().namespace_labels("team-a");
+  REQUIRE(labels != nullptr);
+  CHECK(labels->at("tier") == "gold");
+  kube::ReflectorEvent deleted;
+  deleted.type = kube::ReflectorEventType::deleted;
+  deleted.object = &ns;
+  h.loop->on_cluster_object_event(ClusterObjectKind::namespace_labels, deleted);
+  CHECK(h.loop->snapshot().objects().namespace_labels("team-a") == nullptr);
+  h.finish();
+}
+
+namespace {
+void deliver_objects(Harness& h, ClusterObjectKind kind, std::vector<json::object> items) {
+  kube::ReflectorEvent e;
+  e.type = kube::ReflectorEventType::relisted;
+  e.items = &items;
+  h.loop->on_cluster_object_event(kind, e);
+}
+json::object wffc_pod(const std::string& name, const std::string& claim) {
+  json::object pod = make_pod(name, 1000, 10);
+  pod["spec"].as_object()["volumes"] =
+      json::array{json::object{{"name", "data"}, {"persistentVolumeClaim", json::object{{"claimName", claim}}}}};
+  return pod;
+}
+const char* kWffcClass = R"({"metadata":{"name":"local-wffc"},"provisioner":"example.com/local",
+    "volumeBindingMode":"WaitForFirstConsumer","allowedTopologies":[{"matchLabelExpressions":[
+    {"key":"kubernetes.io/hostname","values":["gpu-1"]}]}]})";
+const char* kWffcClaim = R"({"metadata":{"name":"scratch","namespace":"default"},"spec":{
+    "storageClassName":"local-wffc","accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}}})";
+}  // namespace
+
+TEST_CASE("loop: WaitForFirstConsumer - selected-node written, pod bound once the provisioner binds the claim",
+          "[loop][objects]") {
+  Harness h;
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  h.api->put_node(make_node("gpu-1", "GPU-b"));
+  h.api->put_pod(wffc_pod("notebook", "scratch"));
+  h.start();
+  deliver_objects(h, ClusterObjectKind::storage_class, {json::parse(kWffcClass).as_object()});
+  deliver_objects(h, ClusterObjectKind::claim, {json::parse(kWffcClaim).as_object()});
+  // The class allows gpu-1 only: the claim is asked for there, and the pod waits (not bound yet).
+  REQUIRE(h.run_until([&] { return !h.api->claim_patches.empty(); }));
+  CHECK(h.api->claim_patches[0].first == "default/scratch");
+  CHECK(h.api->claim_patches[0].second ==
+        R"({"metadata":{"annotations":{"volume.kubernetes.io/selected-node":"gpu-1"}}})");
+  h.run_until([] { return false; }, 1s);
+  CHECK(h.node_of("default/notebook").empty());
+  CHECK(h.loop->binds_in_flight() == 1);
+  // The provisioner creates the volume and the claim binds: the pod is bound to the selected node.
+  json::object bound = json::parse(kWffcClaim).as_object();
+  bound["spec"].as_object()["volumeName"] = "pvc-123";
+  bound["metadata"].as_object()["annotations"] = json::object{{"volume.kubernetes.io/selected-node", "gpu-1"}};
+  deliver_objects(h, ClusterObjectKind::volume,
+                  {json::parse(R"({"metadata":{"name":"pvc-123"},"spec":{"storageClassName":"local-wffc",
+                      "claimRef":{"namespace":"default","name":"scratch"},"nodeAffinity":{"required":{
+                      "nodeSelectorTerms":[{"matchExpressions":[{"key":"kubernetes.io/hostname","operator":"In",
+                      "values":["gpu-1"]}]}]}}}})")
+                       .as_object()});
+  deliver_objects(h, ClusterObjectKind::claim, {bound});
+  REQUIRE(h.run_until([&] { return !h.node_of("default/notebook").empty() && h.quiet(); }));
+  CHECK(h.node_of("default/notebook") == "gpu-1");
+  CHECK(h.api->claim_patches.size() == 1);
+  h.finish();
+}
+
+TEST_CASE("loop: WaitForFirstConsumer - a claim never bound gives up after the timeout and re-decides",
+          "[loop][objects]") {
+  Harness h("hami", true, 300ms);
+  h.api->put_node(make_node("gpu-1", "GPU-b"));
+  h.api->put_pod(wffc_pod("notebook", "scratch"));
+  h.start();
+  deliver_objects(h, ClusterObjectKind::storage_class, {json::parse(kWffcClass).as_object()});
+  deliver_objects(h, ClusterObjectKind::claim, {json::parse(kWffcClaim).as_object()});
+  auto failed_event = [&] {
+    for (const auto& e : h.api->events) {
+      if (e.reason == "BindingFailed" && e.note.find("persistentvolumeclaim default/scratch not bound within 300ms "
+                                                     "after selecting node gpu-1") != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  };
+  REQUIRE(h.run_until(failed_event));
+  CHECK(h.node_of("default/notebook").empty());
+  // Not bound, no lock left, and the next attempt asks again.
+  REQUIRE(h.run_until([&] { return h.api->claim_patches.size() >= 2; }));
+  CHECK(h.node_of("default/notebook").empty());
+  CHECK(ann(h.api->nodes.at("gpu-1"), "hami.io/mutex.lock").empty());
+  h.finish();
+}
+
+TEST_CASE("loop: a gated pod is never decided and gets no Events; decided at once when the last gate goes", "[loop]") {
+  Harness h;
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  json::object pod = make_pod("gated", 1000, 10);
+  pod["spec"].as_object()["schedulingGates"] =
+      json::array{json::object{{"name", "example.com/quota"}}, json::object{{"name", "example.com/data"}}};
+  h.api->put_pod(pod);
+  h.start();
+  h.run_until([] { return false; }, 1s);
+  CHECK(h.node_of("default/gated").empty());
+  CHECK(h.api->conditions.empty());
+  CHECK(h.api->events.empty());
+  CHECK(h.api->binds == 0);
+  // One gate removed: still gated.
+  pod["spec"].as_object()["schedulingGates"] = json::array{json::object{{"name", "example.com/data"}}};
+  h.api->put_pod(pod);
+  h.run_until([] { return false; }, 1s);
+  CHECK(h.api->binds == 0);
+  CHECK(h.api->events.empty());
+  // The last gate goes: bound without waiting for a backoff or resync.
+  pod["spec"].as_object().erase("schedulingGates");
+  h.api->put_pod(pod);
+  REQUIRE(h.run_until([&] { return !h.node_of("default/gated").empty(); }, 5s));
+  CHECK(h.node_of("default/gated") == "gpu-0");
+  h.finish();
 }

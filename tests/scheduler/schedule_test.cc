@@ -59,11 +59,13 @@ TEST_CASE("seed scenario: three 20000 MiB / 30 % pods share an A100 - 4th core-s
   }
   Decision fourth = place(s, gpu_pod("share-4", "1", "20000", "30"));
   CHECK_FALSE(fourth.scheduled);
-  CHECK(fourth.message == "0/1 nodes are available: 1 CardInsufficientCore.");
-  CHECK(failure_of(fourth, "a100").detail == "1/1 CardInsufficientCore");
+  CHECK(fourth.message ==
+        "0/1 nodes are available: 1 CardInsufficientCore (asks 30% of a card's cores, largest free 10%).");
+  CHECK(failure_of(fourth, "a100").detail == "1/1 CardInsufficientCore (asks 30% of a card's cores, largest free 10%)");
   Decision big = place(s, gpu_pod("big", "1", "90000"));
   CHECK_FALSE(big.scheduled);
-  CHECK(big.message == "0/1 nodes are available: 1 CardInsufficientMemory.");
+  CHECK(big.message ==
+        "0/1 nodes are available: 1 CardInsufficientMemory (asks 90000 MiB per card, largest free 21920 MiB).");
 }
 
 TEST_CASE("without gpumem the first pod takes the whole card's memory", "[schedule]") {
@@ -74,7 +76,8 @@ TEST_CASE("without gpumem the first pod takes the whole card's memory", "[schedu
   CHECK(first.devices[0][0].mem_mib == 81920);
   Decision second = place(s, gpu_pod("p2", "1", "", "30"));
   CHECK_FALSE(second.scheduled);
-  CHECK(second.message == "0/1 nodes are available: 1 CardInsufficientMemory.");
+  CHECK(second.message ==
+        "0/1 nodes are available: 1 CardInsufficientMemory (asks 81920 MiB per card, largest free 0 MiB).");
 }
 
 TEST_CASE("gpumem-percentage resolves against the chosen card", "[schedule]") {
@@ -102,8 +105,8 @@ TEST_CASE("nvidia.com/gpu: 2 takes two distinct cards and more than the node has
   CHECK(two.devices[0][0].cores == 100);
   Decision three = decide(s, gpu_pod("p", "3"));
   CHECK_FALSE(three.scheduled);
-  CHECK(failure_of(three, "l4").detail == "NodeInsufficientDevice");  // HAMi's bare string
-  CHECK(three.message == "0/1 nodes are available: 1 NodeInsufficientDevice.");
+  CHECK(failure_of(three, "l4").detail == "NodeInsufficientDevice (asks 3 cards, node has 2)");  // HAMi's bare string
+  CHECK(three.message == "0/1 nodes are available: 1 NodeInsufficientDevice (asks 3 cards, largest node has 2).");
 }
 
 TEST_CASE("node level: unschedulable, selector/affinity, taints, resources, unregistered", "[schedule][node]") {
@@ -375,7 +378,7 @@ TEST_CASE("numa-bind keeps a container's cards on one NUMA node", "[schedule][ca
               .ok());
   Decision f = decide(one_each, p);
   CHECK_FALSE(f.scheduled);
-  CHECK(failure_of(f, "n").detail == "1/2 AllocatedCardsInsufficientRequest, 1/2 NumaNotFit");
+  CHECK(failure_of(f, "n").detail == "1/2 AllocatedCardsInsufficientRequest (asks 2 cards, 1 fit), 1/2 NumaNotFit");
 }
 
 TEST_CASE("containers accumulate on shared cards - init containers fit on a fresh copy - every slot kept",
@@ -399,7 +402,8 @@ TEST_CASE("containers accumulate on shared cards - init containers fit on a fres
                                         container("c", "1", "30000", "30")});
   Decision f = decide(s, q);
   CHECK_FALSE(f.scheduled);
-  CHECK(f.message == "0/1 nodes are available: 1 CardInsufficientMemory.");
+  CHECK(f.message ==
+        "0/1 nodes are available: 1 CardInsufficientMemory (asks 30000 MiB per card, largest free 21920 MiB).");
 }
 
 TEST_CASE("node policy: binpack picks the most used node, spread the least - per-pod override", "[schedule][score]") {
@@ -511,6 +515,15 @@ TEST_CASE("failure message: kube-scheduler format, entries sorted as strings", "
   CHECK(format_failure_message(
             3, {{"CardInsufficientMemory", 1}, {"node(s) didn't match Pod's node affinity/selector", 2}}) ==
         "0/3 nodes are available: 1 CardInsufficientMemory, 2 node(s) didn't match Pod's node affinity/selector.");
+  // With figures, each reason's numbers follow it; reasons without figures are unchanged.
+  std::map<std::string, Shortfall, std::less<>> figures{
+      {"CardInsufficientMemory", Shortfall{"CardInsufficientMemory", 90000, 81920}},
+      {"AllocatedCardsInsufficientRequest", Shortfall{"AllocatedCardsInsufficientRequest", 4, 3}}};
+  CHECK(format_failure_message(
+            3, {{"CardInsufficientMemory", 2}, {"AllocatedCardsInsufficientRequest", 1}, {"Too many pods", 1}},
+            &figures) ==
+        "0/3 nodes are available: 1 AllocatedCardsInsufficientRequest (asks 4 cards, at most 3 fit), 1 Too many "
+        "pods, 2 CardInsufficientMemory (asks 90000 MiB per card, largest free 81920 MiB).");
   CHECK(format_failure_message(12, {{"B", 10}, {"A", 2}}) == "0/12 nodes are available: 10 B, 2 A.");
   CHECK(format_failure_message(0, {}) == "0/0 nodes are available.");
   Snapshot empty;
@@ -617,7 +630,8 @@ TEST_CASE("the issue's example message: 1 CardInsufficientMemory and 2 affinity 
   Decision d = decide(s, p);
   CHECK_FALSE(d.scheduled);
   CHECK(d.message ==
-        "0/3 nodes are available: 1 CardInsufficientMemory, 2 node(s) didn't match Pod's node affinity/selector.");
+        "0/3 nodes are available: 1 CardInsufficientMemory (asks 20000 MiB per card, largest free 16000 MiB), 2 "
+        "node(s) didn't match Pod's node affinity/selector.");
   REQUIRE(d.failures.size() == 3);
   CHECK(d.failures[0].node == "cpu-1");  // name order
 }

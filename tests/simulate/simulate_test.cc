@@ -94,3 +94,116 @@ spec: {containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1, nvidia.com
   CHECK_THAT(table, Contains("team/fits"));
   CHECK_THAT(table, Contains("25000/40000"));
 }
+
+TEST_CASE("simulate(): Namespace, PVC, PV, StorageClass and CSINode manifests feed the default plugins",
+          "[manifest][simulate]") {
+  auto cluster = parse_manifests(R"(
+kind: Node
+metadata:
+  name: n1
+  labels: {kubernetes.io/hostname: n1, topology.kubernetes.io/zone: a}
+  annotations:
+    hami.io/node-nvidia-register: '[{"id":"GPU-1","count":10,"devmem":40000,"devcore":100,"type":"NVIDIA L40","health":true}]'
+status: {allocatable: {cpu: "8", memory: 32Gi, pods: "10", nvidia.com/gpu: "10"}}
+---
+kind: Node
+metadata:
+  name: n2
+  labels: {kubernetes.io/hostname: n2, topology.kubernetes.io/zone: b}
+  annotations:
+    hami.io/node-nvidia-register: '[{"id":"GPU-2","count":10,"devmem":40000,"devcore":100,"type":"NVIDIA L40","health":true}]'
+status: {allocatable: {cpu: "8", memory: 32Gi, pods: "10", nvidia.com/gpu: "10"}}
+---
+kind: Namespace
+metadata: {name: gold, labels: {tier: gold}}
+---
+kind: Pod
+metadata: {name: db, namespace: gold, labels: {app: db}}
+spec: {nodeName: n1, containers: [{name: c}]}
+---
+kind: PersistentVolume
+metadata: {name: pv-b}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteOnce]
+  claimRef: {namespace: default, name: data}
+  local: {path: /data}
+  nodeAffinity: {required: {nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [n2]}]}]}}
+---
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: default}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}, volumeName: pv-b}
+---
+kind: StorageClass
+metadata: {name: fast}
+provisioner: example.com/csi
+volumeBindingMode: Immediate
+---
+kind: PersistentVolumeClaim
+metadata: {name: pending-claim, namespace: default}
+spec: {storageClassName: fast, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+kind: CSINode
+metadata: {name: n1}
+spec: {drivers: [{name: example.com/csi, nodeID: n1, allocatable: {count: 0}}]}
+)",
+                                 "cluster.yaml");
+  auto pods = parse_manifests(R"(
+kind: Pod
+metadata: {name: with-data}
+spec:
+  volumes: [{name: d, persistentVolumeClaim: {claimName: data}}]
+  containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 1000}}}]
+---
+kind: Pod
+metadata: {name: no-claim}
+spec:
+  volumes: [{name: d, persistentVolumeClaim: {claimName: nope}}]
+  containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 1000}}}]
+---
+kind: Pod
+metadata: {name: unbound}
+spec:
+  volumes: [{name: d, persistentVolumeClaim: {claimName: pending-claim}}]
+  containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 1000}}}]
+---
+kind: Pod
+metadata: {name: away-from-gold-db}
+spec:
+  affinity:
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - labelSelector: {matchLabels: {app: db}}
+        namespaceSelector: {matchLabels: {tier: gold}}
+        topologyKey: topology.kubernetes.io/zone
+  containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 1000}}}]
+)",
+                              "pods.yaml");
+  REQUIRE(cluster.ok());
+  REQUIRE(pods.ok());
+  SimulationInput in;
+  in.node_files.emplace_back("cluster.yaml", cluster.value());
+  in.pod_files.emplace_back("pods.yaml", pods.value());
+  auto r = simulate(in, gpuslice::Configuration{}, 0);
+  REQUIRE(r.ok());
+  REQUIRE(r->pods.size() == 4);
+  CHECK(r->pods[0].status == "Scheduled");
+  CHECK(r->pods[0].node == std::optional<std::string>("n2"));  // the PV's node affinity
+  CHECK(r->pods[1].status == "Pending");
+  CHECK(r->pods[1].message == "0/2 nodes are available: persistentvolumeclaim \"nope\" not found.");
+  CHECK(r->pods[2].status == "Pending");
+  CHECK(r->pods[2].message == "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.");
+  CHECK(r->pods[3].status == "Scheduled");
+  CHECK(r->pods[3].node == std::optional<std::string>("n2"));  // namespaceSelector matched the gold namespace
+
+  // A malformed object is an error naming the file and document.
+  auto bad = parse_manifests("kind: PersistentVolume\nmetadata: {name: pv-x}\nspec: {capacity: {storage: lots}}\n",
+                             "bad.yaml");
+  REQUIRE(bad.ok());
+  SimulationInput in2;
+  in2.node_files.emplace_back("bad.yaml", bad.value());
+  auto r2 = simulate(in2, gpuslice::Configuration{}, 0);
+  REQUIRE_FALSE(r2.ok());
+  CHECK_THAT(r2.message(), Contains("bad.yaml: document 0: "));
+  CHECK_THAT(r2.message(), Contains("lots"));
+}

@@ -1,0 +1,302 @@
+#include "scheduler/framework/cluster_objects.h"
+
+#include "scheduler/quantity.h"
+#include "scheduler/text.h"
+
+#include <boost/json/serialize.hpp>
+
+// Fields as k8s.io/api core/v1 (PersistentVolumeClaim, PersistentVolume), storage/v1 (StorageClass, CSINode)
+// define them; which ones matter follows kube-scheduler's volumebinding/binder.go, volumezone/volume_zone.go and
+// nodevolumelimits/csi.go.
+
+namespace gpuslice::scheduler {
+namespace json = boost::json;
+using detail::arr;
+using detail::obj;
+using detail::str;
+
+namespace {
+
+std::string name_of(const json::object& o) {
+  const json::object* m = obj(o, "metadata");
+  return m ? str(*m, "name") : std::string();
+}
+std::string ns_of(const json::object& o) {
+  const json::object* m = obj(o, "metadata");
+  std::string ns = m ? str(*m, "namespace") : std::string();
+  return ns.empty() ? "default" : ns;
+}
+
+uint8_t access_modes(const json::object& spec) {
+  uint8_t m = 0;
+  if (const json::array* a = arr(spec, "accessModes")) {
+    for (const json::value& v : *a) {
+      if (!v.is_string()) {
+        continue;
+      }
+      std::string_view s = v.get_string();
+      m |= s == "ReadWriteOnce"      ? kReadWriteOnce
+           : s == "ReadOnlyMany"     ? kReadOnlyMany
+           : s == "ReadWriteMany"    ? kReadWriteMany
+           : s == "ReadWriteOncePod" ? kReadWriteOncePod
+                                     : 0;
+    }
+  }
+  return m;
+}
+
+Result<int64_t> storage_bytes(const json::object* resources, const char* key, const std::string& at) {
+  if (resources == nullptr) {
+    return int64_t{0};
+  }
+  const json::value* v = resources->if_contains("storage");
+  if (v == nullptr) {
+    return int64_t{0};
+  }
+  std::string t = v->is_string() ? std::string(v->get_string()) : json::serialize(*v);
+  auto q = parse_quantity_milli(t);
+  if (!q.ok()) {
+    return make_error(at + "." + key + ".storage: " + q.message());
+  }
+  return (q.value() + 999) / 1000;
+}
+
+}  // namespace
+
+Status ClusterObjects::upsert_namespace(const json::object& ns) {
+  const std::string name = name_of(ns);
+  if (name.empty()) {
+    return make_error("namespace: metadata.name: missing");
+  }
+  Labels labels;
+  if (const json::object* m = obj(ns, "metadata")) {
+    if (const json::object* l = obj(*m, "labels")) {
+      for (const auto& kv : *l) {
+        labels.emplace(std::string(kv.key()),
+                       kv.value().is_string() ? std::string(kv.value().get_string()) : json::serialize(kv.value()));
+      }
+    }
+  }
+  namespaces_[name] = std::move(labels);
+  return Status::Ok();
+}
+
+bool ClusterObjects::remove_namespace(std::string_view name) {
+  auto it = namespaces_.find(name);
+  if (it == namespaces_.end()) {
+    return false;
+  }
+  namespaces_.erase(it);
+  return true;
+}
+
+Status ClusterObjects::upsert_claim(const json::object& pvc) {
+  ClaimInfo c;
+  c.name = name_of(pvc);
+  c.ns = ns_of(pvc);
+  if (c.name.empty()) {
+    return make_error("persistentvolumeclaim: metadata.name: missing");
+  }
+  const std::string key = c.ns + "/" + c.name;
+  claims_.erase(key);
+  const json::object* meta = obj(pvc, "metadata");
+  const json::value* del = meta ? meta->if_contains("deletionTimestamp") : nullptr;
+  c.deleting = del != nullptr && !del->is_null();
+  if (const json::object* ann = meta ? obj(*meta, "annotations") : nullptr) {
+    c.selected_node = str(*ann, kSelectedNodeAnnotation);
+  }
+  if (const json::object* spec = obj(pvc, "spec")) {
+    c.volume_name = str(*spec, "volumeName");
+    c.storage_class = str(*spec, "storageClassName");
+    c.access_modes = access_modes(*spec);
+    c.block = str(*spec, "volumeMode") == "Block";
+    const json::object* res = obj(*spec, "resources");
+    auto b = storage_bytes(res ? obj(*res, "requests") : nullptr, "requests",
+                           "persistentvolumeclaim " + key + ": spec.resources");
+    if (!b.ok()) {
+      return b.error();
+    }
+    c.request_bytes = b.value();
+  }
+  claims_.emplace(key, std::move(c));
+  return Status::Ok();
+}
+
+bool ClusterObjects::remove_claim(std::string_view ns, std::string_view name) {
+  return claims_.erase(std::string(ns) + "/" + std::string(name)) != 0;
+}
+
+Status ClusterObjects::upsert_volume(const json::object& pv) {
+  VolumeInfo v;
+  v.name = name_of(pv);
+  if (v.name.empty()) {
+    return make_error("persistentvolume: metadata.name: missing");
+  }
+  volumes_.erase(v.name);
+  const std::string at = "persistentvolume " + v.name + ": ";
+  if (const json::object* meta = obj(pv, "metadata")) {
+    if (const json::object* l = obj(*meta, "labels")) {
+      for (const char* k : {"topology.kubernetes.io/zone", "topology.kubernetes.io/region",
+                            "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region"}) {
+        std::string val = str(*l, k);
+        if (!val.empty()) {
+          v.zone_labels.emplace(k, val);
+        }
+      }
+    }
+  }
+  if (const json::object* spec = obj(pv, "spec")) {
+    v.storage_class = str(*spec, "storageClassName");
+    v.access_modes = access_modes(*spec);
+    v.block = str(*spec, "volumeMode") == "Block";
+    auto cap = storage_bytes(obj(*spec, "capacity"), "capacity", at + "spec");
+    if (!cap.ok()) {
+      return cap.error();
+    }
+    v.capacity_bytes = cap.value();
+    if (const json::object* csi = obj(*spec, "csi")) {
+      v.csi_driver = str(*csi, "driver");
+      v.csi_handle = str(*csi, "volumeHandle");
+    }
+    if (const json::object* ref = obj(*spec, "claimRef")) {
+      v.claim_name = str(*ref, "name");
+      v.claim_ns = str(*ref, "namespace");
+    }
+    const json::object* na = obj(*spec, "nodeAffinity");
+    const json::object* req = na ? obj(*na, "required") : nullptr;
+    if (const json::array* terms = req ? arr(*req, "nodeSelectorTerms") : nullptr) {
+      auto t = parse_node_selector_terms(*terms, at + "spec.nodeAffinity.required.nodeSelectorTerms");
+      if (!t.ok()) {
+        return t.error();
+      }
+      v.node_affinity = std::move(t.value());
+      if (v.node_affinity.empty()) {
+        return make_error(at + "spec.nodeAffinity.required.nodeSelectorTerms: must not be empty");
+      }
+    }
+  }
+  if (const json::object* st = obj(pv, "status")) {
+    v.phase = str(*st, "phase");
+  }
+  volumes_.emplace(v.name, std::move(v));
+  return Status::Ok();
+}
+
+bool ClusterObjects::remove_volume(std::string_view name) {
+  auto it = volumes_.find(name);
+  if (it == volumes_.end()) {
+    return false;
+  }
+  volumes_.erase(it);
+  return true;
+}
+
+Status ClusterObjects::upsert_storage_class(const json::object& sc) {
+  StorageClassInfo c;
+  c.name = name_of(sc);
+  if (c.name.empty()) {
+    return make_error("storageclass: metadata.name: missing");
+  }
+  classes_.erase(c.name);
+  c.provisioner = str(sc, "provisioner");
+  const std::string mode = str(sc, "volumeBindingMode");
+  if (mode == "WaitForFirstConsumer") {
+    c.wait_for_first_consumer = true;
+  } else if (!mode.empty() && mode != "Immediate") {
+    return make_error("storageclass " + c.name + ": volumeBindingMode: \"" + mode +
+                      "\" is not Immediate or WaitForFirstConsumer");
+  }
+  if (const json::array* terms = arr(sc, "allowedTopologies")) {
+    for (const json::value& tv : *terms) {
+      std::vector<TopologySelectorRequirement> term;
+      const json::array* exprs = tv.is_object() ? arr(tv.get_object(), "matchLabelExpressions") : nullptr;
+      for (const json::value& ev : exprs ? *exprs : json::array{}) {
+        if (!ev.is_object()) {
+          continue;
+        }
+        TopologySelectorRequirement r;
+        r.key = str(ev.get_object(), "key");
+        if (const json::array* vals = arr(ev.get_object(), "values")) {
+          for (const json::value& x : *vals) {
+            if (x.is_string()) {
+              r.values.emplace_back(x.get_string());
+            }
+          }
+        }
+        term.push_back(std::move(r));
+      }
+      c.allowed_topologies.push_back(std::move(term));
+    }
+  }
+  classes_.emplace(c.name, std::move(c));
+  return Status::Ok();
+}
+
+bool ClusterObjects::remove_storage_class(std::string_view name) {
+  auto it = classes_.find(name);
+  if (it == classes_.end()) {
+    return false;
+  }
+  classes_.erase(it);
+  return true;
+}
+
+Status ClusterObjects::upsert_csi_node(const json::object& csinode) {
+  const std::string name = name_of(csinode);
+  if (name.empty()) {
+    return make_error("csinode: metadata.name: missing");
+  }
+  std::map<std::string, int64_t, std::less<>> limits;
+  const json::object* spec = obj(csinode, "spec");
+  if (const json::array* drivers = spec ? arr(*spec, "drivers") : nullptr) {
+    for (const json::value& dv : *drivers) {
+      if (!dv.is_object()) {
+        continue;
+      }
+      const json::object& d = dv.get_object();
+      const json::object* alloc = obj(d, "allocatable");
+      const json::value* count = alloc ? alloc->if_contains("count") : nullptr;
+      if (count != nullptr && count->is_number()) {
+        limits[str(d, "name")] = count->to_number<int64_t>();
+      }
+    }
+  }
+  csi_nodes_[name] = std::move(limits);
+  return Status::Ok();
+}
+
+bool ClusterObjects::remove_csi_node(std::string_view name) {
+  auto it = csi_nodes_.find(name);
+  if (it == csi_nodes_.end()) {
+    return false;
+  }
+  csi_nodes_.erase(it);
+  return true;
+}
+
+const Labels* ClusterObjects::namespace_labels(std::string_view name) const {
+  auto it = namespaces_.find(name);
+  return it == namespaces_.end() ? nullptr : &it->second;
+}
+
+const ClaimInfo* ClusterObjects::find_claim(std::string_view ns, std::string_view name) const {
+  auto it = claims_.find(std::string(ns) + "/" + std::string(name));
+  return it == claims_.end() ? nullptr : &it->second;
+}
+
+const VolumeInfo* ClusterObjects::find_volume(std::string_view name) const {
+  auto it = volumes_.find(name);
+  return it == volumes_.end() ? nullptr : &it->second;
+}
+
+const StorageClassInfo* ClusterObjects::find_storage_class(std::string_view name) const {
+  auto it = classes_.find(name);
+  return it == classes_.end() ? nullptr : &it->second;
+}
+
+const std::map<std::string, int64_t, std::less<>>* ClusterObjects::csi_limits(std::string_view node) const {
+  auto it = csi_nodes_.find(node);
+  return it == csi_nodes_.end() ? nullptr : &it->second;
+}
+
+}  // namespace gpuslice::scheduler

@@ -1,0 +1,107 @@
+#pragma once
+// The cluster objects kube-scheduler's default plugins read besides Nodes and Pods: Namespaces (labels, for
+// namespaceSelector), PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes. Only the fields a
+// plugin reads are kept (a PV is a few strings and its node affinity, not the object), so a tenant with tens of
+// thousands of claims costs a few MiB. Pure: the loop feeds it from watches, `gpuslice simulate` from manifests.
+
+#include "common/result.h"
+#include "scheduler/framework/pod_facts.h"
+#include "scheduler/pod_info.h"
+
+#include <boost/json/object.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuslice::scheduler {
+
+enum AccessMode : uint8_t {
+  kReadWriteOnce = 1,
+  kReadOnlyMany = 2,
+  kReadWriteMany = 4,
+  kReadWriteOncePod = 8,
+};
+
+struct ClaimInfo {
+  std::string ns;
+  std::string name;
+  std::string volume_name;    ///< spec.volumeName: non-empty means bound (as kube-scheduler's VolumeBinding reads it)
+  std::string storage_class;  ///< spec.storageClassName ("" when unset)
+  uint8_t access_modes = 0;
+  int64_t request_bytes = 0;  ///< spec.resources.requests.storage
+  bool block = false;         ///< volumeMode: Block
+  bool deleting = false;
+  std::string selected_node;  ///< annotation volume.kubernetes.io/selected-node
+};
+
+struct VolumeInfo {
+  std::string name;
+  std::string storage_class;
+  std::vector<NodeSelectorTerm> node_affinity;  ///< spec.nodeAffinity.required.nodeSelectorTerms (ORed)
+  Labels zone_labels;  ///< the PV's zone/region labels (VolumeZone), values possibly "a__b" sets
+  std::string csi_driver;
+  std::string csi_handle;
+  std::string claim_ns;  ///< spec.claimRef
+  std::string claim_name;
+  uint8_t access_modes = 0;
+  int64_t capacity_bytes = 0;
+  bool block = false;
+  std::string phase;
+};
+
+struct TopologySelectorRequirement {
+  std::string key;
+  std::vector<std::string> values;
+};
+
+struct StorageClassInfo {
+  std::string name;
+  std::string provisioner;
+  bool wait_for_first_consumer = false;  ///< volumeBindingMode: WaitForFirstConsumer
+  std::vector<std::vector<TopologySelectorRequirement>> allowed_topologies;  ///< terms ORed, requirements ANDed
+};
+
+/// The annotation VolumeBinding writes on a WaitForFirstConsumer claim for the provisioner.
+inline constexpr std::string_view kSelectedNodeAnnotation = "volume.kubernetes.io/selected-node";
+
+class ClusterObjects {
+ public:
+  // Each upsert replaces the object of that name; a malformed field is an error naming the object, field and
+  // value, and the object is then not stored (a previous version of it is dropped) - a plugin never reads a
+  // half-parsed object.
+  Status upsert_namespace(const boost::json::object& ns);
+  bool remove_namespace(std::string_view name);
+  Status upsert_claim(const boost::json::object& pvc);
+  bool remove_claim(std::string_view ns, std::string_view name);
+  Status upsert_volume(const boost::json::object& pv);
+  bool remove_volume(std::string_view name);
+  Status upsert_storage_class(const boost::json::object& sc);
+  bool remove_storage_class(std::string_view name);
+  Status upsert_csi_node(const boost::json::object& csinode);
+  bool remove_csi_node(std::string_view name);
+
+  const Labels* namespace_labels(std::string_view name) const;
+  const ClaimInfo* find_claim(std::string_view ns, std::string_view name) const;
+  const VolumeInfo* find_volume(std::string_view name) const;
+  const StorageClassInfo* find_storage_class(std::string_view name) const;
+  /// CSINode attach limits: driver -> allocatable.count (drivers without a count are absent). nullptr: no CSINode.
+  const std::map<std::string, int64_t, std::less<>>* csi_limits(std::string_view node) const;
+  const std::map<std::string, Labels, std::less<>>& namespaces() const { return namespaces_; }
+  const std::map<std::string, VolumeInfo, std::less<>>& volumes() const { return volumes_; }
+
+  size_t claim_count() const { return claims_.size(); }
+  size_t volume_count() const { return volumes_.size(); }
+
+ private:
+  std::map<std::string, Labels, std::less<>> namespaces_;
+  std::map<std::string, ClaimInfo, std::less<>> claims_;  ///< "ns/name"
+  std::map<std::string, VolumeInfo, std::less<>> volumes_;
+  std::map<std::string, StorageClassInfo, std::less<>> classes_;
+  std::map<std::string, std::map<std::string, int64_t, std::less<>>, std::less<>> csi_nodes_;
+};
+
+}  // namespace gpuslice::scheduler

@@ -1,0 +1,213 @@
+#include "scheduler/framework/framework.h"
+
+#include "scheduler/framework/plugins.h"
+
+#include <algorithm>
+
+// Followed: kubernetes/kubernetes pkg/scheduler/schedule_one.go (findNodesThatFitPod, numFeasibleNodesToFind,
+// prioritizeNodes, selectHost), pkg/scheduler/framework/runtime/framework.go (RunPreFilterPlugins,
+// RunFilterPlugins, RunScorePlugins with NormalizeScore and weights), pkg/scheduler/framework/types.go (FitError).
+
+namespace gpuslice::scheduler::framework {
+
+PluginStatus Plugin::pre_filter(const CycleContext&, CycleState&) const {
+  return PluginStatus::skipped();
+}
+PluginStatus Plugin::filter(const CycleContext&, const CycleState&, const NodeState&) const {
+  return PluginStatus::success();
+}
+bool Plugin::triggers_scoring(const CycleContext&, const CycleState&) const {
+  return false;
+}
+bool Plugin::pre_score(const CycleContext&, CycleState&, const std::vector<const NodeState*>&) const {
+  return false;
+}
+int64_t Plugin::score(const CycleContext&, const CycleState&, const NodeState&) const {
+  return 0;
+}
+void Plugin::normalize(const CycleContext&, const CycleState&, std::vector<int64_t>&) const {}
+void Plugin::reserve(const CycleContext&, const CycleState&, const NodeState&, Decision&) const {}
+
+Framework::Framework(std::vector<std::unique_ptr<Plugin>> plugins) : plugins_(std::move(plugins)) {
+  for (size_t i = 0; i < plugins_.size(); ++i) {
+    plugins_[i]->slot = i;
+  }
+}
+
+std::unique_ptr<Framework> Framework::default_profile(const ScoreWeights& w) {
+  std::vector<std::unique_ptr<Plugin>> p;
+  p.push_back(make_node_unschedulable());
+  p.push_back(make_node_name());
+  p.push_back(make_taint_toleration(w.taint_toleration));
+  p.push_back(make_node_affinity(w.node_affinity));
+  p.push_back(make_node_ports());
+  p.push_back(make_node_resources_fit());
+  p.push_back(make_volume_restrictions());
+  p.push_back(make_node_volume_limits());
+  p.push_back(make_volume_binding());
+  p.push_back(make_volume_zone());
+  p.push_back(make_pod_topology_spread(w.pod_topology_spread));
+  p.push_back(make_inter_pod_affinity(w.inter_pod_affinity));
+  p.push_back(make_dynamic_resources());
+  p.push_back(make_gpu_slice());
+  return std::make_unique<Framework>(std::move(p));
+}
+
+const Plugin* Framework::find(std::string_view name) const {
+  for (const auto& p : plugins_) {
+    if (p->name() == name) {
+      return p.get();
+    }
+  }
+  return nullptr;
+}
+
+size_t feasible_nodes_to_find(size_t n) {
+  if (n < 100) {
+    return n;
+  }
+  int64_t pct = 50 - static_cast<int64_t>(n) / 125;
+  pct = std::max<int64_t>(pct, 5);
+  size_t k = n * static_cast<size_t>(pct) / 100;
+  return std::max<size_t>(k, 100);
+}
+
+namespace {
+
+std::string join(const std::vector<std::string>& v, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    out += (i ? std::string(sep) : std::string()) + v[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const ScheduleOptions& options) const {
+  Decision d;
+  d.nodes_total = snap.node_count();
+  const PodFacts& facts = pod.facts ? *pod.facts : *empty_pod_facts();
+  CycleContext ctx{snap, pod, facts, options, false};
+  CycleState state(plugins_.size());
+
+  // ---- PreFilter ----
+  for (const auto& p : plugins_) {
+    PluginStatus st = p->pre_filter(ctx, state);
+    if (st.code == Code::skip) {
+      state.set_skip_filter(p->slot, true);
+      continue;
+    }
+    if (!st.ok()) {
+      // FitError with a PreFilterMsg: the same status for every node, the message names it once.
+      const std::string msg = join(st.reasons, ", ");
+      d.message = "0/" + std::to_string(d.nodes_total) + " nodes are available: " + msg + ".";
+      if (options.explain_failures) {
+        snap.for_each_node([&](const NodeState& n) { d.failures.push_back(NodeFailure{n.name, st.reasons, msg}); });
+      }
+      return d;
+    }
+  }
+
+  auto run_filters = [&](const NodeState& n, const CycleContext& c) -> PluginStatus {
+    for (const auto& p : plugins_) {
+      if (state.skip_filter(p->slot)) {
+        continue;
+      }
+      PluginStatus st = p->filter(c, state, n);
+      if (!st.ok()) {
+        return st;
+      }
+    }
+    return PluginStatus::success();
+  };
+
+  // ---- Filter over the candidates the free-capacity index hands out, in GPU node-policy order ----
+  bool scoring = false;
+  for (const auto& p : plugins_) {
+    if (p->triggers_scoring(ctx, state)) {
+      scoring = true;
+    }
+  }
+  const size_t want = scoring ? std::max<size_t>(1, feasible_nodes_to_find(d.nodes_total)) : 1;
+  std::vector<const NodeState*> feasible;
+  CapacityQuery q = options.use_index ? capacity_query(pod) : CapacityQuery{};
+  snap.visit_candidates(q, node_order_for(pod, options), [&](const NodeState& n) {
+    ++d.nodes_visited;
+    if (!run_filters(n, ctx).ok()) {
+      return false;
+    }
+    feasible.push_back(&n);
+    return feasible.size() >= want;
+  });
+
+  if (!feasible.empty()) {
+    size_t best = 0;
+    if (feasible.size() > 1) {
+      // ---- Score: weighted sum of normalised scores; the earliest node in policy order wins ties ----
+      std::vector<int64_t> total(feasible.size(), 0);
+      for (const auto& p : plugins_) {
+        if (p->weight <= 0 || !p->pre_score(ctx, state, feasible)) {
+          continue;
+        }
+        std::vector<int64_t> s(feasible.size());
+        for (size_t i = 0; i < feasible.size(); ++i) {
+          s[i] = p->score(ctx, state, *feasible[i]);
+        }
+        p->normalize(ctx, state, s);
+        for (size_t i = 0; i < feasible.size(); ++i) {
+          total[i] += p->weight * s[i];
+        }
+      }
+      for (size_t i = 1; i < feasible.size(); ++i) {
+        if (total[i] > total[best]) {
+          best = i;
+        }
+      }
+    }
+    const NodeState& n = *feasible[best];
+    d.scheduled = true;
+    d.node = n.name;
+    d.node_score = n.score;
+    // ---- Reserve ----
+    for (const auto& p : plugins_) {
+      if (!state.skip_filter(p->slot)) {
+        p->reserve(ctx, state, n, d);
+      }
+    }
+    return d;
+  }
+
+  if (!options.explain_failures) {
+    d.message = format_failure_message(d.nodes_total, {});
+    return d;
+  }
+  // Every node, the ones the index skipped included, so the message counts all N like kube-scheduler's.
+  CycleContext explain_ctx{snap, pod, facts, options, true};
+  std::map<std::string, size_t, std::less<>> counts;
+  std::map<std::string, Shortfall, std::less<>> figures;  // per reason: the largest amount any node offered
+  snap.for_each_node([&](const NodeState& n) {
+    PluginStatus st = run_filters(n, explain_ctx);
+    for (Shortfall& sf : st.shortfalls) {
+      auto [it, fresh] = figures.try_emplace(sf.reason, sf);
+      if (!fresh && sf.best > it->second.best) {
+        it->second = std::move(sf);
+      }
+    }
+    if (st.ok()) {
+      // Only possible if the index pruned a node it should not have; report it rather than hide it.
+      st = PluginStatus::fail("internal: node fits but was not a candidate");
+    }
+    std::sort(st.reasons.begin(), st.reasons.end());
+    st.reasons.erase(std::unique(st.reasons.begin(), st.reasons.end()), st.reasons.end());
+    for (const std::string& r : st.reasons) {
+      ++counts[r];
+    }
+    std::string detail = st.detail.empty() ? join(st.reasons, ", ") : st.detail;
+    d.failures.push_back(NodeFailure{n.name, std::move(st.reasons), std::move(detail)});
+  });
+  d.message = format_failure_message(d.nodes_total, counts, &figures);
+  return d;
+}
+
+}  // namespace gpuslice::scheduler::framework

@@ -1,0 +1,399 @@
+#include "scheduler/framework/pod_facts.h"
+
+#include "scheduler/text.h"
+
+#include <boost/json/serialize.hpp>
+
+#include <algorithm>
+
+// Field semantics follow k8s.io/api core/v1 (PodAffinityTerm, TopologySpreadConstraint, ContainerPort, Volume)
+// and kube-scheduler's readers of them: pkg/scheduler/framework/types.go (AffinityTerm, getPodAffinityTerms),
+// plugins/podtopologyspread/common.go (filterTopologySpreadConstraints, mergeLabelSetWithSelector),
+// plugins/nodeports/node_ports.go (getContainerPorts), plugins/volumerestrictions/volume_restrictions.go.
+
+namespace gpuslice::scheduler {
+namespace json = boost::json;
+using detail::arr;
+using detail::obj;
+using detail::str;
+
+namespace {
+
+std::string text(const json::value& v) {
+  return v.is_string() ? std::string(v.get_string()) : json::serialize(v);
+}
+
+std::optional<int64_t> integer(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (v == nullptr) {
+    return std::nullopt;
+  }
+  if (v->is_int64()) {
+    return v->get_int64();
+  }
+  if (v->is_uint64()) {
+    return static_cast<int64_t>(v->get_uint64());
+  }
+  if (v->is_double() && v->get_double() == static_cast<double>(static_cast<int64_t>(v->get_double()))) {
+    return static_cast<int64_t>(v->get_double());
+  }
+  return std::nullopt;
+}
+
+void add_label_keys(LabelSelector& sel, const json::array* keys, const Labels& labels, LabelSelector::Op op) {
+  if (keys == nullptr || sel.nothing) {
+    return;  // upstream: a nil selector stays nil (matches nothing) whatever the keys
+  }
+  for (const json::value& k : *keys) {
+    if (!k.is_string()) {
+      continue;
+    }
+    auto it = labels.find(std::string_view(k.get_string()));
+    if (it != labels.end()) {
+      sel.requirements.push_back(LabelSelector::Requirement{it->first, op, {it->second}});
+    }
+  }
+}
+
+Result<PodAffinityTerm> parse_term(const json::object& t, const Labels& own, const std::string& at) {
+  PodAffinityTerm term;
+  term.topology_key = str(t, "topologyKey");
+  if (term.topology_key.empty()) {
+    return make_error(at + ".topologyKey: must be set");
+  }
+  if (const json::object* s = obj(t, "labelSelector")) {
+    auto sel = parse_label_selector(*s, at + ".labelSelector");
+    if (!sel.ok()) {
+      return sel.error();
+    }
+    term.selector = std::move(sel.value());
+  }
+  add_label_keys(term.selector, arr(t, "matchLabelKeys"), own, LabelSelector::Op::in);
+  add_label_keys(term.selector, arr(t, "mismatchLabelKeys"), own, LabelSelector::Op::not_in);
+  if (const json::array* nss = arr(t, "namespaces")) {
+    for (const json::value& n : *nss) {
+      if (n.is_string()) {
+        term.namespaces.emplace_back(n.get_string());
+      }
+    }
+  }
+  if (const json::object* s = obj(t, "namespaceSelector")) {
+    auto sel = parse_label_selector(*s, at + ".namespaceSelector");
+    if (!sel.ok()) {
+      return sel.error();
+    }
+    term.namespace_selector = std::move(sel.value());
+  }
+  return term;
+}
+
+Status parse_terms(const json::object* holder, const char* field, const Labels& own, const std::string& at,
+                   std::vector<PodAffinityTerm>* required, std::vector<WeightedPodAffinityTerm>* preferred) {
+  if (holder == nullptr) {
+    return Status::Ok();
+  }
+  if (const json::array* req = arr(*holder, "requiredDuringSchedulingIgnoredDuringExecution")) {
+    for (size_t i = 0; i < req->size(); ++i) {
+      std::string where =
+          at + "." + field + ".requiredDuringSchedulingIgnoredDuringExecution[" + std::to_string(i) + "]";
+      if (!(*req)[i].is_object()) {
+        return make_error(where + ": must be an object");
+      }
+      auto t = parse_term((*req)[i].get_object(), own, where);
+      if (!t.ok()) {
+        return t.error();
+      }
+      required->push_back(std::move(t.value()));
+    }
+  }
+  if (const json::array* pref = arr(*holder, "preferredDuringSchedulingIgnoredDuringExecution")) {
+    for (size_t i = 0; i < pref->size(); ++i) {
+      std::string where =
+          at + "." + field + ".preferredDuringSchedulingIgnoredDuringExecution[" + std::to_string(i) + "]";
+      if (!(*pref)[i].is_object()) {
+        return make_error(where + ": must be an object");
+      }
+      const json::object& w = (*pref)[i].get_object();
+      const json::object* pt = obj(w, "podAffinityTerm");
+      if (pt == nullptr) {
+        return make_error(where + ".podAffinityTerm: missing");
+      }
+      auto t = parse_term(*pt, own, where + ".podAffinityTerm");
+      if (!t.ok()) {
+        return t.error();
+      }
+      WeightedPodAffinityTerm wt;
+      wt.weight = static_cast<int32_t>(integer(w, "weight").value_or(0));
+      wt.term = std::move(t.value());
+      preferred->push_back(std::move(wt));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool LabelSelector::matches(const Labels& labels) const {
+  if (nothing) {
+    return false;
+  }
+  for (const Requirement& r : requirements) {
+    auto it = labels.find(r.key);
+    const bool has = it != labels.end();
+    switch (r.op) {
+      case Op::in:
+        if (!has || std::find(r.values.begin(), r.values.end(), it->second) == r.values.end()) {
+          return false;
+        }
+        break;
+      case Op::not_in:
+        if (has && std::find(r.values.begin(), r.values.end(), it->second) != r.values.end()) {
+          return false;
+        }
+        break;
+      case Op::exists:
+        if (!has) {
+          return false;
+        }
+        break;
+      case Op::does_not_exist:
+        if (has) {
+          return false;
+        }
+        break;
+    }
+  }
+  return true;
+}
+
+Result<LabelSelector> parse_label_selector(const json::object& selector, const std::string& at) {
+  LabelSelector sel = LabelSelector::everything();
+  if (const json::object* ml = obj(selector, "matchLabels")) {
+    for (const auto& kv : *ml) {
+      sel.requirements.push_back(
+          LabelSelector::Requirement{std::string(kv.key()), LabelSelector::Op::in, {text(kv.value())}});
+    }
+  }
+  if (const json::array* me = arr(selector, "matchExpressions")) {
+    for (size_t i = 0; i < me->size(); ++i) {
+      std::string where = at + ".matchExpressions[" + std::to_string(i) + "]";
+      if (!(*me)[i].is_object()) {
+        return make_error(where + ": must be an object");
+      }
+      const json::object& e = (*me)[i].get_object();
+      LabelSelector::Requirement r;
+      r.key = str(e, "key");
+      if (r.key.empty()) {
+        return make_error(where + ".key: must be set");
+      }
+      const std::string op = str(e, "operator");
+      if (op == "In") {
+        r.op = LabelSelector::Op::in;
+      } else if (op == "NotIn") {
+        r.op = LabelSelector::Op::not_in;
+      } else if (op == "Exists") {
+        r.op = LabelSelector::Op::exists;
+      } else if (op == "DoesNotExist") {
+        r.op = LabelSelector::Op::does_not_exist;
+      } else {
+        return make_error(where + ".operator: \"" + op + "\" is not one of In, NotIn, Exists, DoesNotExist");
+      }
+      if (const json::array* vals = arr(e, "values")) {
+        for (const json::value& v : *vals) {
+          r.values.push_back(text(v));
+        }
+      }
+      if ((r.op == LabelSelector::Op::in || r.op == LabelSelector::Op::not_in) && r.values.empty()) {
+        return make_error(where + ".values: In and NotIn need at least one value");
+      }
+      sel.requirements.push_back(std::move(r));
+    }
+  }
+  return sel;
+}
+
+bool term_matches(const PodAffinityTerm& term, std::string_view owner_ns, std::string_view pod_ns, const Labels& labels,
+                  const Labels* ns_labels) {
+  bool ns_ok = false;
+  if (term.namespaces.empty() && !term.namespace_selector) {
+    ns_ok = pod_ns == owner_ns;
+  } else {
+    ns_ok = std::find(term.namespaces.begin(), term.namespaces.end(), pod_ns) != term.namespaces.end();
+    if (!ns_ok && term.namespace_selector) {
+      static const Labels kNone;
+      ns_ok = term.namespace_selector->matches(ns_labels != nullptr ? *ns_labels : kNone);
+    }
+  }
+  return ns_ok && term.selector.matches(labels);
+}
+
+std::shared_ptr<const PodFacts> empty_pod_facts() {
+  static const std::shared_ptr<const PodFacts> kEmpty = std::make_shared<const PodFacts>();
+  return kEmpty;
+}
+
+Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod) {
+  PodFacts f;
+  const json::object* meta = obj(pod, "metadata");
+  if (meta != nullptr) {
+    if (const json::object* l = obj(*meta, "labels")) {
+      for (const auto& kv : *l) {
+        f.labels.emplace(std::string(kv.key()), text(kv.value()));
+      }
+    }
+    const json::value* del = meta->if_contains("deletionTimestamp");
+    f.terminating = del != nullptr && !del->is_null();
+  }
+  const json::object* spec = obj(pod, "spec");
+  if (spec == nullptr) {
+    if (f.labels.empty() && !f.terminating) {
+      return empty_pod_facts();
+    }
+    return std::shared_ptr<const PodFacts>(std::make_shared<PodFacts>(std::move(f)));
+  }
+  f.node_name = str(*spec, "nodeName");
+  if (const json::object* aff = obj(*spec, "affinity")) {
+    if (auto st = parse_terms(obj(*aff, "podAffinity"), "podAffinity", f.labels, "spec.affinity", &f.affinity,
+                              &f.preferred_affinity);
+        !st) {
+      return st.error();
+    }
+    if (auto st = parse_terms(obj(*aff, "podAntiAffinity"), "podAntiAffinity", f.labels, "spec.affinity",
+                              &f.anti_affinity, &f.preferred_anti_affinity);
+        !st) {
+      return st.error();
+    }
+  }
+  if (const json::array* tsc = arr(*spec, "topologySpreadConstraints")) {
+    for (size_t i = 0; i < tsc->size(); ++i) {
+      std::string at = "spec.topologySpreadConstraints[" + std::to_string(i) + "]";
+      if (!(*tsc)[i].is_object()) {
+        return make_error(at + ": must be an object");
+      }
+      const json::object& c = (*tsc)[i].get_object();
+      SpreadConstraint sc;
+      auto skew = integer(c, "maxSkew");
+      if (!skew || *skew <= 0) {
+        return make_error(at + ".maxSkew: must be a positive integer, got " +
+                          (c.if_contains("maxSkew") ? json::serialize(c.at("maxSkew")) : std::string("nothing")));
+      }
+      sc.max_skew = static_cast<int32_t>(*skew);
+      sc.topology_key = str(c, "topologyKey");
+      if (sc.topology_key.empty()) {
+        return make_error(at + ".topologyKey: must be set");
+      }
+      const std::string when = str(c, "whenUnsatisfiable");
+      if (when == "DoNotSchedule" || when.empty()) {
+        sc.hard = true;
+      } else if (when == "ScheduleAnyway") {
+        sc.hard = false;
+      } else {
+        return make_error(at + ".whenUnsatisfiable: \"" + when + "\" is not DoNotSchedule or ScheduleAnyway");
+      }
+      if (const json::object* s = obj(c, "labelSelector")) {
+        auto sel = parse_label_selector(*s, at + ".labelSelector");
+        if (!sel.ok()) {
+          return sel.error();
+        }
+        sc.selector = std::move(sel.value());
+      }
+      add_label_keys(sc.selector, arr(c, "matchLabelKeys"), f.labels, LabelSelector::Op::in);
+      if (c.if_contains("minDomains") != nullptr && !c.at("minDomains").is_null()) {
+        auto md = integer(c, "minDomains");
+        if (!md || *md <= 0) {
+          return make_error(at + ".minDomains: must be a positive integer, got " + json::serialize(c.at("minDomains")));
+        }
+        sc.min_domains = static_cast<int32_t>(*md);
+      }
+      for (auto [field, dst, def] : {std::tuple{"nodeAffinityPolicy", &sc.honor_node_affinity, true},
+                                     std::tuple{"nodeTaintsPolicy", &sc.honor_node_taints, false}}) {
+        const std::string v = str(c, field);
+        if (v.empty()) {
+          *dst = def;
+        } else if (v == "Honor" || v == "Ignore") {
+          *dst = v == "Honor";
+        } else {
+          return make_error(at + "." + field + ": \"" + v + "\" is not Honor or Ignore");
+        }
+      }
+      f.spread.push_back(std::move(sc));
+    }
+  }
+  if (const json::array* cs = arr(*spec, "containers")) {
+    for (size_t ci = 0; ci < cs->size(); ++ci) {
+      const json::object* c = (*cs)[ci].is_object() ? &(*cs)[ci].get_object() : nullptr;
+      const json::array* ports = c ? arr(*c, "ports") : nullptr;
+      for (size_t pi = 0; ports != nullptr && pi < ports->size(); ++pi) {
+        const json::object* p = (*ports)[pi].is_object() ? &(*ports)[pi].get_object() : nullptr;
+        if (p == nullptr) {
+          continue;
+        }
+        auto hp = integer(*p, "hostPort");
+        if (!hp || *hp <= 0) {
+          continue;
+        }
+        if (*hp > 65535) {
+          return make_error("spec.containers[" + std::to_string(ci) + "].ports[" + std::to_string(pi) +
+                            "].hostPort: " + std::to_string(*hp) + " is not a port number");
+        }
+        HostPort h;
+        h.port = static_cast<int32_t>(*hp);
+        if (std::string ip = str(*p, "hostIP"); !ip.empty()) {
+          h.ip = ip;
+        }
+        if (std::string proto = str(*p, "protocol"); !proto.empty()) {
+          h.protocol = proto;
+        }
+        f.host_ports.push_back(std::move(h));
+      }
+    }
+  }
+  const std::string pod_name = meta ? str(*meta, "name") : std::string();
+  if (const json::array* vols = arr(*spec, "volumes")) {
+    for (const json::value& vv : *vols) {
+      if (!vv.is_object()) {
+        continue;
+      }
+      const json::object& v = vv.get_object();
+      if (const json::object* pvc = obj(v, "persistentVolumeClaim")) {
+        f.claims.push_back(str(*pvc, "claimName"));
+      } else if (obj(v, "ephemeral") != nullptr) {
+        f.claims.push_back(pod_name + "-" + str(v, "name"));  // generic ephemeral volume's PVC name
+      } else if (const json::object* g = obj(v, "gcePersistentDisk")) {
+        f.disks.push_back(
+            DiskVolume{"gce",
+                       str(*g, "pdName"),
+                       g->if_contains("readOnly") && g->at("readOnly").is_bool() && g->at("readOnly").get_bool(),
+                       {}});
+      } else if (const json::object* a = obj(v, "awsElasticBlockStore")) {
+        f.disks.push_back(DiskVolume{"aws", str(*a, "volumeID"), false, {}});
+      } else if (const json::object* r = obj(v, "rbd")) {
+        std::string pool = str(*r, "pool");
+        DiskVolume d{"rbd",
+                     (pool.empty() ? std::string("rbd") : pool) + "/" + str(*r, "image"),
+                     r->if_contains("readOnly") && r->at("readOnly").is_bool() && r->at("readOnly").get_bool(),
+                     {}};
+        if (const json::array* mons = arr(*r, "monitors")) {
+          for (const json::value& m : *mons) {
+            d.monitors.push_back(text(m));
+          }
+        }
+        f.disks.push_back(std::move(d));
+      } else if (const json::object* i = obj(v, "iscsi")) {
+        f.disks.push_back(
+            DiskVolume{"iscsi",
+                       str(*i, "iqn"),
+                       i->if_contains("readOnly") && i->at("readOnly").is_bool() && i->at("readOnly").get_bool(),
+                       {}});
+      } else if (const json::object* csi = obj(v, "csi")) {
+        f.inline_csi_drivers.push_back(str(*csi, "driver"));
+      }
+    }
+  }
+  if (const json::array* rc = arr(*spec, "resourceClaims"); rc != nullptr && !rc->empty()) {
+    f.dynamic_resource_claims = true;
+  }
+  return std::shared_ptr<const PodFacts>(std::make_shared<PodFacts>(std::move(f)));
+}
+
+}  // namespace gpuslice::scheduler

@@ -1,0 +1,120 @@
+#pragma once
+// What kube-scheduler's default plugins read from a pod, beyond what the GPU fit needs (scheduler/pod_info.h):
+// labels, pod (anti-)affinity terms, topology spread constraints, host ports, volumes, DRA claims. Parsed once
+// per pod object (the incoming pod by parse_pod, every bound pod by Snapshot::upsert_pod) and shared read-only,
+// so the snapshot keeps only these fields of the thousands of pods it counts. Pure.
+//
+// matchLabelKeys / mismatchLabelKeys are merged into the term's selector here (key In / NotIn the pod's own
+// value, keys the pod does not carry ignored), exactly what kube-apiserver does on pod creation since 1.31; a
+// selector already merged by the API server gets the same requirement twice, which changes nothing.
+
+#include "common/result.h"
+#include "scheduler/pod_info.h"
+
+#include <boost/json/object.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuslice::scheduler {
+
+using Labels = std::map<std::string, std::string, std::less<>>;
+
+/// metav1.LabelSelector as a selector: requirements ANDed. `nothing`: a nil selector, which matches no object
+/// (LabelSelectorAsSelector(nil)); an empty selector `{}` matches every object.
+struct LabelSelector {
+  enum class Op { in, not_in, exists, does_not_exist };
+  struct Requirement {
+    std::string key;
+    Op op = Op::in;
+    std::vector<std::string> values;
+  };
+  bool nothing = true;
+  std::vector<Requirement> requirements;
+
+  bool matches(const Labels& labels) const;
+  static LabelSelector everything() { return LabelSelector{false, {}}; }
+};
+
+/// Parses a metav1.LabelSelector object (matchLabels, matchExpressions); `at` names the field in errors.
+Result<LabelSelector> parse_label_selector(const boost::json::object& selector, const std::string& at);
+
+/// One required PodAffinityTerm.
+struct PodAffinityTerm {
+  LabelSelector selector;
+  std::vector<std::string> namespaces;              ///< empty and no namespace_selector: the pod's own namespace
+  std::optional<LabelSelector> namespace_selector;  ///< set (even `{}`, all namespaces): ORed with `namespaces`
+  std::string topology_key;
+};
+
+struct WeightedPodAffinityTerm {
+  int32_t weight = 0;
+  PodAffinityTerm term;
+};
+
+/// One topologySpreadConstraint.
+struct SpreadConstraint {
+  int32_t max_skew = 1;
+  std::string topology_key;
+  bool hard = true;  ///< whenUnsatisfiable: DoNotSchedule (false: ScheduleAnyway)
+  LabelSelector selector;
+  std::optional<int32_t> min_domains;
+  bool honor_node_affinity = true;  ///< nodeAffinityPolicy: Honor (default) / Ignore
+  bool honor_node_taints = false;   ///< nodeTaintsPolicy: Honor / Ignore (default)
+};
+
+struct HostPort {
+  std::string ip = "0.0.0.0";  ///< hostIP, "" normalised to 0.0.0.0 (the wildcard)
+  std::string protocol = "TCP";
+  int32_t port = 0;
+  bool operator==(const HostPort&) const = default;
+};
+
+/// An in-tree volume that VolumeRestrictions checks for conflicts on one node (GCE PD, AWS EBS, RBD, iSCSI).
+struct DiskVolume {
+  std::string kind;  ///< gce | aws | rbd | iscsi
+  std::string id;    ///< pdName | volumeID | pool/image | iqn
+  bool read_only = false;
+  std::vector<std::string> monitors;  ///< rbd: the same image conflicts only when the monitor sets overlap
+};
+
+struct PodFacts {
+  Labels labels;
+  std::string node_name;                       ///< spec.nodeName
+  bool terminating = false;                    ///< metadata.deletionTimestamp set
+  std::vector<PodAffinityTerm> affinity;       ///< required, ANDed
+  std::vector<PodAffinityTerm> anti_affinity;  ///< required
+  std::vector<WeightedPodAffinityTerm> preferred_affinity;
+  std::vector<WeightedPodAffinityTerm> preferred_anti_affinity;
+  std::vector<SpreadConstraint> spread;
+  std::vector<HostPort> host_ports;  ///< app containers' ports with hostPort > 0 (kube-scheduler's getContainerPorts)
+  std::vector<std::string> claims;   ///< PVC names (persistentVolumeClaim and generic ephemeral volumes)
+  std::vector<DiskVolume> disks;
+  std::vector<std::string> inline_csi_drivers;  ///< csi inline ephemeral volumes: one attach each
+  bool dynamic_resource_claims = false;         ///< spec.resourceClaims non-empty (DRA)
+  std::vector<std::string> unsupported;         ///< features a plugin would need that gpuslice does not evaluate
+
+  bool has_pod_affinity() const {
+    return !affinity.empty() || !anti_affinity.empty() || !preferred_affinity.empty() ||
+           !preferred_anti_affinity.empty();
+  }
+};
+
+/// Parses the facts of a pod object. Errors name the field and value (a bad selector operator, a bad port).
+Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const boost::json::object& pod);
+
+/// The shared facts of a pod that has none of the above (no labels, no terms, no ports, no volumes).
+std::shared_ptr<const PodFacts> empty_pod_facts();
+
+/// kube-scheduler's PodMatchesTermsNamespaceAndSelector: `pod_ns` is in the term's namespaces (the owner's
+/// namespace when the term names none and has no namespaceSelector; `ns_labels` resolves namespaceSelector) and
+/// `labels` match its selector.
+bool term_matches(const PodAffinityTerm& term, std::string_view owner_ns, std::string_view pod_ns, const Labels& labels,
+                  const Labels* ns_labels);
+
+}  // namespace gpuslice::scheduler

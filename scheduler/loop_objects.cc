@@ -1,0 +1,123 @@
+// The loop's watches of the cluster objects kube-scheduler's default plugins read besides Pods and Nodes
+// (Namespaces' labels, PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes): each event goes to
+// the snapshot's ClusterObjects store (scheduler/framework/cluster_objects.h, which keeps only the fields a plugin
+// reads), and every pending pod is re-queued, as kube-scheduler's queue moves pods on these events (a claim
+// binding, a PV appearing, a namespace relabelled can each make a refused pod schedulable).
+
+#include "common/log.h"
+#include "kube/objects.h"
+#include "scheduler/loop.h"
+
+namespace gpuslice::scheduler {
+
+std::string_view cluster_object_kind_name(ClusterObjectKind kind) {
+  switch (kind) {
+    case ClusterObjectKind::namespace_labels:
+      return "namespace";
+    case ClusterObjectKind::claim:
+      return "persistentvolumeclaim";
+    case ClusterObjectKind::volume:
+      return "persistentvolume";
+    case ClusterObjectKind::storage_class:
+      return "storageclass";
+    case ClusterObjectKind::csi_node:
+      return "csinode";
+  }
+  return "object";
+}
+
+namespace {
+
+std::string object_key(ClusterObjectKind kind, const boost::json::object& o) {
+  return kind == ClusterObjectKind::claim ? kube::namespace_of(o) + "/" + kube::name_of(o) : kube::name_of(o);
+}
+
+Status upsert_object(ClusterObjects& objs, ClusterObjectKind kind, const boost::json::object& o) {
+  switch (kind) {
+    case ClusterObjectKind::namespace_labels:
+      return objs.upsert_namespace(o);
+    case ClusterObjectKind::claim:
+      return objs.upsert_claim(o);
+    case ClusterObjectKind::volume:
+      return objs.upsert_volume(o);
+    case ClusterObjectKind::storage_class:
+      return objs.upsert_storage_class(o);
+    case ClusterObjectKind::csi_node:
+      return objs.upsert_csi_node(o);
+  }
+  return Status::Ok();
+}
+
+void remove_object(ClusterObjects& objs, ClusterObjectKind kind, const std::string& key) {
+  switch (kind) {
+    case ClusterObjectKind::namespace_labels:
+      objs.remove_namespace(key);
+      return;
+    case ClusterObjectKind::claim: {
+      const size_t slash = key.find('/');
+      objs.remove_claim(key.substr(0, slash), slash == std::string::npos ? std::string() : key.substr(slash + 1));
+      return;
+    }
+    case ClusterObjectKind::volume:
+      objs.remove_volume(key);
+      return;
+    case ClusterObjectKind::storage_class:
+      objs.remove_storage_class(key);
+      return;
+    case ClusterObjectKind::csi_node:
+      objs.remove_csi_node(key);
+      return;
+  }
+}
+
+}  // namespace
+
+void SchedulingLoop::on_cluster_object_event(ClusterObjectKind kind, const kube::ReflectorEvent& event) {
+  using T = kube::ReflectorEventType;
+  ClusterObjects& objs = snapshot_.objects();
+  std::set<std::string>& known = object_keys_[static_cast<size_t>(kind)];
+  auto upsert = [&](const boost::json::object& o) {
+    const std::string key = object_key(kind, o);
+    known.insert(key);
+    if (auto st = upsert_object(objs, kind, o); !st) {
+      // The store dropped it (a plugin never reads a half-parsed object): pods using it stay Pending with
+      // "not found"-style messages rather than being placed on a guess.
+      log::warning("cluster object ignored",
+                   {{"kind", std::string(cluster_object_kind_name(kind))}, {"name", key}, {"error", st.message()}});
+    }
+  };
+  switch (event.type) {
+    case T::relisted: {
+      std::set<std::string> seen;
+      for (const auto& item : *event.items) {
+        seen.insert(object_key(kind, item));
+        upsert(item);
+      }
+      for (auto it = known.begin(); it != known.end();) {
+        if (seen.count(*it) == 0) {
+          remove_object(objs, kind, *it);
+          it = known.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      break;
+    }
+    case T::added:
+    case T::modified:
+      upsert(*event.object);
+      break;
+    case T::deleted: {
+      const std::string key = object_key(kind, *event.object);
+      known.erase(key);
+      remove_object(objs, kind, key);
+      break;
+    }
+    case T::bookmark:
+      return;
+  }
+  queue_.move_all_to_active(options_.clock.steady());
+  wake();
+}
+
+}  // namespace gpuslice::scheduler

@@ -1,6 +1,8 @@
 // Certificate checks for `gpuslice doctor` (OpenSSL C API; verification time injected).
 #include "certs/inspect.h"
 
+#include "common/json_access.h"
+
 #include <openssl/asn1.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -113,25 +115,6 @@ CertInfo info_of(X509* x) {
     }
   }
   return info;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') {
-      x = static_cast<char>(x - 'A' + 'a');
-    }
-    if (y >= 'A' && y <= 'Z') {
-      y = static_cast<char>(y - 'A' + 'a');
-    }
-    if (x != y) {
-      return false;
-    }
-  }
-  return true;
 }
 
 }  // namespace

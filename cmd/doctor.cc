@@ -2,6 +2,7 @@
 // PASS/FAIL/SKIP with evidence, and on failure the likely cause and fix (doctor/diagnose.h has the
 // format and the decisions). This file is only the I/O: it reads objects and runs the dry runs.
 #include "cmd/command.h"
+#include "common/json_access.h"
 #include "common/log.h"
 #include "doctor/diagnose.h"
 #include "kube/client.h"
@@ -26,9 +27,9 @@
 namespace {
 namespace asio = boost::asio;
 namespace json = boost::json;
-using gpuslice::doctor::ApiFailure;
 using gpuslice::doctor::CheckResult;
 using gpuslice::doctor::Names;
+using gpuslice::kube::ApiError;
 using gpuslice::kube::Client;
 
 struct Options {
@@ -41,14 +42,10 @@ struct Options {
   Names names;
 };
 
-ApiFailure to_failure(const gpuslice::kube::ApiError& e) {
-  return ApiFailure{e.code, e.reason, e.message};
-}
-
 // A GET whose 404 is an answer ("absent"), not a failure.
 struct Lookup {
   std::optional<json::object> object;
-  std::optional<ApiFailure> failure;  // set for errors other than 404
+  std::optional<ApiError> failure;  // set for errors other than 404
 };
 
 asio::awaitable<Lookup> lookup(Client& client, std::string path) {
@@ -59,7 +56,7 @@ asio::awaitable<Lookup> lookup(Client& client, std::string path) {
   if (r.error().is_not_found()) {
     co_return Lookup{};
   }
-  co_return Lookup{std::nullopt, to_failure(r.error())};
+  co_return Lookup{std::nullopt, r.error()};
 }
 
 asio::awaitable<gpuslice::doctor::DryRun> dry_run(Client& client, const json::object& pod, const Options& opt) {
@@ -72,13 +69,14 @@ asio::awaitable<gpuslice::doctor::DryRun> dry_run(Client& client, const json::ob
   auto r = co_await client.send(std::move(req));
   gpuslice::doctor::DryRun out;
   if (!r) {
-    out.failure = to_failure(r.error());
+    out.failure = r.error();
     co_return out;
   }
   boost::system::error_code ec;
   json::value v = json::parse(r->body, ec);
   if (ec || !v.is_object()) {
-    out.failure = ApiFailure{r->status, "Decode", "dry-run answer is not a JSON object: " + r->body.substr(0, 200)};
+    out.failure = ApiError{r->status, gpuslice::kube::kReasonDecode,
+                           "dry-run answer is not a JSON object: " + r->body.substr(0, 200)};
     co_return out;
   }
   out.pod = std::move(v.get_object());
@@ -178,7 +176,7 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
       if (probe_node.empty()) {
         probe_node = gpuslice::kube::name_of(n);
       }
-      if (!gpuslice::kube::string_at(n, "/metadata/annotations/hami.io~1node-nvidia-register").empty()) {
+      if (!gpuslice::string_at_pointer(n, "/metadata/annotations/hami.io~1node-nvidia-register").empty()) {
         probe_node = gpuslice::kube::name_of(n);
         break;
       }
@@ -187,14 +185,14 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
 
   // 3. tunnel.
   {
-    std::optional<ApiFailure> failure;
+    std::optional<ApiError> failure;
     if (!probe_node.empty()) {
       gpuslice::kube::Request req;
       req.path = "/api/v1/nodes/" + gpuslice::kube::path_escape(probe_node) + "/proxy/healthz";
       req.timeout = std::chrono::seconds(opt.timeout_seconds);
       auto r = co_await client->send(std::move(req));
       if (!r) {
-        failure = to_failure(r.error());
+        failure = r.error();
       }
     }
     results.push_back(check_tunnel(probe_node, failure));
@@ -219,8 +217,7 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
       std::string bindings_path = adm + "validatingadmissionpolicybindings";
       auto bindings = co_await client->list(std::move(bindings_path), list_options);
       if (!bindings) {
-        results.push_back(
-            failed_read("scheduler-guard", "ValidatingAdmissionPolicyBindings", to_failure(bindings.error())));
+        results.push_back(failed_read("scheduler-guard", "ValidatingAdmissionPolicyBindings", bindings.error()));
       } else {
         results.push_back(check_guard(policy.object, bindings->items, names));
       }
@@ -233,14 +230,12 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
   } else {
     auto lease = co_await client->get_lease(names.lease_namespace, names.lease_name);
     if (lease) {
-      LeaseObservation obs{lease->holder_identity, lease->lease_duration_seconds, lease->renew_time,
-                           lease->acquire_time, lease->lease_transitions};
-      results.push_back(check_lease(obs, names, std::chrono::system_clock::now()));
+      results.push_back(check_lease(*lease, names, std::chrono::system_clock::now()));
     } else if (lease.error().is_not_found()) {
       results.push_back(check_lease(std::nullopt, names, std::chrono::system_clock::now()));
     } else {
-      results.push_back(failed_read("scheduler-lease", "Lease " + names.lease_namespace + "/" + names.lease_name,
-                                    to_failure(lease.error())));
+      results.push_back(
+          failed_read("scheduler-lease", "Lease " + names.lease_namespace + "/" + names.lease_name, lease.error()));
     }
   }
 
@@ -248,7 +243,7 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
   if (nodes) {
     results.push_back(check_inventory(nodes->items));
   } else {
-    results.push_back(failed_read("gpu-inventory", "nodes", to_failure(nodes.error())));
+    results.push_back(failed_read("gpu-inventory", "nodes", nodes.error()));
   }
   correlate(results);
   client->close_idle();

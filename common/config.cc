@@ -2,12 +2,15 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <sstream>
+#include <utility>
 
 namespace gpuslice {
 namespace {
@@ -134,21 +137,17 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
     size_t ustart = i;
     while (i < text.size() && !((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) ++i;
     std::string_view unit = text.substr(ustart, i - ustart);
-    double factor = 0;
-    if (unit == "ms") {
-      factor = 1;
-    } else if (unit == "s") {
-      factor = 1000;
-    } else if (unit == "m") {
-      factor = 60000;
-    } else if (unit == "h") {
-      factor = 3600000;
-    } else if (unit.empty()) {
+    if (unit.empty()) {
       return make_error("missing unit (ms, s, m or h)");
-    } else {
+    }
+    static constexpr std::pair<std::string_view, double> kUnitMs[] = {
+        {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
+    const auto* u =
+        std::find_if(std::begin(kUnitMs), std::end(kUnitMs), [&](const auto& e) { return e.first == unit; });
+    if (u == std::end(kUnitMs)) {
       return make_error("unknown unit \"" + std::string(unit) + "\"");
     }
-    total_ms += v * factor;
+    total_ms += v * u->second;
   }
   if (total_ms > 1e12) return make_error("too large");
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(total_ms)));

@@ -1,5 +1,7 @@
 #include "common/gpu_request.h"
 
+#include "common/json_access.h"
+
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -10,12 +12,6 @@ namespace gpuslice {
 namespace json = boost::json;
 
 namespace {
-
-const json::object* find_object(const json::object& o, std::string_view key) {
-  auto it = o.find(key);
-  if (it == o.end() || !it->value().is_object()) return nullptr;
-  return &it->value().get_object();
-}
 
 std::string quantity_text(const json::value& v) {
   if (v.is_string()) return std::string(v.get_string());
@@ -37,59 +33,11 @@ bool PodGpuRequest::any() const {
   return false;
 }
 
-Result<int64_t> parse_whole_quantity(std::string_view text) {
-  auto bad = [&](const char* why) { return make_error("\"" + std::string(text) + "\" " + why); };
-  if (text.empty()) return bad("is empty");
-  size_t i = 0;
-  if (text[0] == '+') i = 1;
-  if (i < text.size() && text[i] == '-') return bad("is negative");
-  size_t digits_start = i;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
-  if (i == digits_start) return bad("is not a whole number");
-  if (i < text.size() && text[i] == '.') return bad("is not a whole number");
-  uint64_t base = 0;
-  auto [p, ec] = std::from_chars(text.data() + digits_start, text.data() + i, base);
-  if (ec != std::errc() || p != text.data() + i) return bad("is too large");
-  std::string_view suffix = text.substr(i);
-  uint64_t mult = 1;
-  uint64_t div = 1;
-  if (suffix.empty()) {
-  } else if (suffix == "k") {
-    mult = 1000;
-  } else if (suffix == "M") {
-    mult = 1000000;
-  } else if (suffix == "G") {
-    mult = 1000000000ULL;
-  } else if (suffix == "T") {
-    mult = 1000000000000ULL;
-  } else if (suffix == "Ki") {
-    mult = 1ULL << 10;
-  } else if (suffix == "Mi") {
-    mult = 1ULL << 20;
-  } else if (suffix == "Gi") {
-    mult = 1ULL << 30;
-  } else if (suffix == "Ti") {
-    mult = 1ULL << 40;
-  } else if (suffix == "m") {
-    div = 1000;
-  } else {
-    return bad("is not a whole number");
-  }
-  if (div > 1) {
-    if (base % div != 0) return bad("is not a whole number");
-    base /= div;
-  }
-  if (mult > 1 && base > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / mult) return bad("is too large");
-  uint64_t v = base * mult;
-  if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return bad("is too large");
-  return static_cast<int64_t>(v);
-}
-
 Result<std::optional<int64_t>> container_resource(const json::object& container, std::string_view resource) {
-  const json::object* res = find_object(container, "resources");
+  const json::object* res = object_at(container, "resources");
   if (res == nullptr) return std::optional<int64_t>{};
   for (const char* section : {"limits", "requests"}) {
-    const json::object* m = find_object(*res, section);
+    const json::object* m = object_at(*res, section);
     if (m == nullptr) continue;
     auto it = m->find(resource);
     if (it == m->end()) continue;
@@ -111,10 +59,10 @@ Result<std::optional<int64_t>> container_resource(const json::object& container,
 }
 
 bool container_asks_gpu(const json::object& container, const DeviceConfig& d) {
-  const json::object* res = find_object(container, "resources");
+  const json::object* res = object_at(container, "resources");
   if (res == nullptr) return false;
   for (const char* section : {"limits", "requests"}) {
-    const json::object* m = find_object(*res, section);
+    const json::object* m = object_at(*res, section);
     if (m == nullptr) continue;
     for (const std::string* name :
          {&d.gpu_resource, &d.memory_resource, &d.memory_percentage_resource, &d.cores_resource}) {
@@ -216,7 +164,7 @@ Result<PodGpuRequest> extract_gpu_request(const json::object& pod, const DeviceC
 
 Result<PodGpuRequest> extract_gpu_request(const json::object& pod, const DeviceConfig& d, CountRule rule) {
   PodGpuRequest out;
-  const json::object* spec = find_object(pod, "spec");
+  const json::object* spec = object_at(pod, "spec");
   if (spec == nullptr) return out;
   for (const char* key : {"initContainers", "containers"}) {
     auto it = spec->find(key);

@@ -12,6 +12,7 @@
 // (1..100, of the chosen card's memory) is present, and cores (0..100, per card) is always present.
 
 #include "common/config.h"
+#include "common/quantity.h"  // parse_whole_quantity
 #include "common/result.h"
 
 #include <boost/json/object.hpp>
@@ -54,10 +55,6 @@ struct PodGpuRequest {
   bool any() const;
   bool operator==(const PodGpuRequest&) const = default;
 };
-
-/// Parses a Kubernetes quantity that must be a whole number ("3", "20000", "2k", "1Gi"). Fractions, milli
-/// units that do not divide evenly, exponents and negatives are rejected.
-Result<int64_t> parse_whole_quantity(std::string_view text);
 
 /// Reads one container resource as HAMi does: from limits, else from requests. Returns nullopt when absent
 /// in both, an error naming the resource and value when present but not a whole non-negative number.

@@ -1,6 +1,8 @@
 #pragma once
-// The error model of parsing and I/O paths: a value or an Error carrying a human-readable message that
-// names the field and the value at fault. Exceptions are reserved for start-up and configuration.
+// The error model of parsing and I/O paths: a value or an error, never an exception. One template serves every
+// layer: Result<T> / Status carry an Error (a human-readable message naming the field and the value at fault);
+// the Kubernetes client instantiates the same template over its ApiError (kube/error.h: ApiResult<T>,
+// ApiStatus). Exceptions are reserved for start-up and configuration.
 
 #include <cassert>
 #include <string>
@@ -13,11 +15,15 @@ struct Error {
   std::string message;
 };
 
-template <class T>
+/// A value of type T or an error of type E (which has a `message` member).
+template <class T, class E = Error>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}      // NOLINT(implicit)
-  Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT(implicit)
+  using value_type = T;
+  using error_type = E;
+
+  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT(implicit)
+  Result(E error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT(implicit)
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -39,31 +45,37 @@ class [[nodiscard]] Result {
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
-  const Error& error() const {
+  const E& error() const {
     assert(!ok());
     return std::get<1>(v_);
   }
   const std::string& message() const { return error().message; }
 
  private:
-  std::variant<T, Error> v_;
+  std::variant<T, E> v_;
 };
 
-/// Result<void>: success or an Error.
-class [[nodiscard]] Status {
+/// Result<void>: success or an error of type E.
+template <class E>
+class [[nodiscard]] BasicStatus {
  public:
-  Status() = default;
-  Status(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT(implicit)
-  static Status Ok() { return {}; }
+  using error_type = E;
+
+  BasicStatus() = default;
+  BasicStatus(E error) : error_(std::move(error)), ok_(false) {}  // NOLINT(implicit)
+  static BasicStatus Ok() { return {}; }
   bool ok() const { return ok_; }
   explicit operator bool() const { return ok_; }
-  const Error& error() const { return error_; }
+  const E& error() const { return error_; }
   const std::string& message() const { return error_.message; }
 
  private:
-  Error error_;
+  E error_{};
   bool ok_ = true;
 };
+
+/// Success or an Error.
+using Status = BasicStatus<Error>;
 
 inline Error make_error(std::string message) {
   return Error{std::move(message)};

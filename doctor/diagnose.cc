@@ -4,8 +4,9 @@
 #include "certs/inspect.h"
 #include "common/base64.h"
 #include "common/gpu_request.h"
+#include "common/json_access.h"
+#include "common/quantity.h"
 #include "scheduler/inventory.h"
-#include "scheduler/quantity.h"
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
@@ -31,21 +32,6 @@ bool icontains(std::string_view haystack, std::string_view needle) {
   return it != haystack.end();
 }
 
-const json::object* object_at(const json::object& o, std::string_view key) {
-  auto it = o.find(key);
-  return it != o.end() && it->value().is_object() ? &it->value().get_object() : nullptr;
-}
-
-const json::array* array_at(const json::object& o, std::string_view key) {
-  auto it = o.find(key);
-  return it != o.end() && it->value().is_array() ? &it->value().get_array() : nullptr;
-}
-
-std::string string_at(const json::object& o, std::string_view key) {
-  auto it = o.find(key);
-  return it != o.end() && it->value().is_string() ? std::string(it->value().get_string()) : std::string();
-}
-
 std::optional<int64_t> int_at(const json::object& o, std::string_view key) {
   auto it = o.find(key);
   if (it == o.end()) {
@@ -60,40 +46,17 @@ std::optional<int64_t> int_at(const json::object& o, std::string_view key) {
   return std::nullopt;
 }
 
-std::string api_text(const ApiFailure& f) {
-  std::string s;
-  if (f.code != 0) {
-    s = std::to_string(f.code) + " ";
-  }
-  s += f.reason.empty() ? "Error" : f.reason;
-  if (!f.message.empty()) {
-    s += ": " + f.message;
-  }
-  return s;
-}
-
 CheckResult make_fail(std::string name, std::vector<std::string> evidence, Diagnosis d) {
   return CheckResult{std::move(name),    Verdict::fail,    std::move(evidence),
                      std::move(d.cause), std::move(d.fix), std::move(d.id)};
 }
 
-std::string annotation(const json::object& obj, std::string_view key) {
-  if (const auto* md = object_at(obj, "metadata")) {
-    if (const auto* ann = object_at(*md, "annotations")) {
-      return string_at(*ann, key);
-    }
-  }
-  return {};
-}
-
 std::vector<std::string> annotation_keys_with_prefix(const json::object& obj, std::string_view prefix) {
   std::vector<std::string> out;
-  if (const auto* md = object_at(obj, "metadata")) {
-    if (const auto* ann = object_at(*md, "annotations")) {
-      for (const auto& kv : *ann) {
-        if (kv.key().starts_with(prefix)) {
-          out.emplace_back(kv.key());
-        }
+  if (const auto* ann = annotations_of(obj)) {
+    for (const auto& kv : *ann) {
+      if (kv.key().starts_with(prefix)) {
+        out.emplace_back(kv.key());
       }
     }
   }
@@ -134,7 +97,7 @@ const char* verdict_name(Verdict v) {
 
 // ---- error mapping --------------------------------------------------------------------------------------------
 
-Diagnosis diagnose_admission_error(const ApiFailure& f, const Names& names) {
+Diagnosis diagnose_admission_error(const ApiError& f, const Names& names) {
   const std::string& m = f.message;
   if (f.code == 0) {
     // No answer from the API server at all: the message is about our own connection, not the webhook's.
@@ -188,7 +151,7 @@ Diagnosis diagnose_admission_error(const ApiFailure& f, const Names& names) {
         "webhook-not-listening"};
   }
   if (icontains(m, "context deadline exceeded") || icontains(m, "Client.Timeout") || icontains(m, "i/o timeout") ||
-      f.reason == "Timeout" || f.code == 504) {
+      f.reason == kube::kReasonTimeout || f.code == 504) {  // metav1 StatusReasonTimeout has the same name
     return {
         "the webhook did not answer within timeoutSeconds: gpuslice hung or overloaded, the Service points to "
         "an address nothing answers on, or the tunnel dial is stuck (kubernetes#140512)",
@@ -219,11 +182,11 @@ Diagnosis diagnose_admission_error(const ApiFailure& f, const Names& names) {
     return {"namespace " + names.probe_namespace + " does not exist",
             "pass --probe-namespace with an existing namespace that the webhook does not ignore", "namespace-missing"};
   }
-  return {"unrecognised admission failure (" + api_text(f) + ")",
+  return {"unrecognised admission failure (" + f.to_string() + ")",
           "read the message above and the API server's log for \"failed calling webhook\"", "unknown"};
 }
 
-Diagnosis diagnose_api_error(const ApiFailure& f, std::string_view what) {
+Diagnosis diagnose_api_error(const ApiError& f, std::string_view what) {
   std::string w(what);
   if (f.code == 401) {
     return {"the API server rejected the credentials", "check the kubeconfig's user (expired token or certificate)",
@@ -236,7 +199,7 @@ Diagnosis diagnose_api_error(const ApiFailure& f, std::string_view what) {
     return {w + " does not exist", "apply gpuslice's manifests (kubectl apply -k manifests/overlays/<tenant>)",
             "not-found"};
   }
-  if (f.code == 0 && f.reason == "Timeout") {
+  if (f.is_timeout()) {
     return {"the API server did not answer in time", "check the API server (its /readyz) and the network path to it",
             "api-timeout"};
   }
@@ -244,11 +207,12 @@ Diagnosis diagnose_api_error(const ApiFailure& f, std::string_view what) {
     return {"the API server is not reachable (" + f.reason + ")",
             "check --kubeconfig, the server address and that the API server is running", "api-unreachable"};
   }
-  return {"the API server answered " + api_text(f), "read the message and the API server's log", "api-error"};
+  return {"the API server answered " + f.to_string(), "read the message and the API server's log", "api-error"};
 }
 
-CheckResult failed_read(std::string check, std::string_view what, const ApiFailure& failure) {
-  return make_fail(std::move(check), {std::string(what) + ": " + api_text(failure)}, diagnose_api_error(failure, what));
+CheckResult failed_read(std::string check, std::string_view what, const ApiError& failure) {
+  return make_fail(std::move(check), {std::string(what) + ": " + failure.to_string()},
+                   diagnose_api_error(failure, what));
 }
 
 // ---- webhook configuration ------------------------------------------------------------------------------------
@@ -508,7 +472,7 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
 
 // ---- tunnel ---------------------------------------------------------------------------------------------------
 
-CheckResult check_tunnel(std::string_view node, const std::optional<ApiFailure>& failure) {
+CheckResult check_tunnel(std::string_view node, const std::optional<ApiError>& failure) {
   const std::string check = "tunnel";
   if (node.empty()) {
     return CheckResult{check, Verdict::skip, {"no node to probe: the tunnel is judged by the dry runs only"}, {}, {},
@@ -521,7 +485,7 @@ CheckResult check_tunnel(std::string_view node, const std::optional<ApiFailure>&
     return CheckResult{check, Verdict::pass, {probe + ": answered"}, {}, {}, {}};
   }
   const auto& f = *failure;
-  std::vector<std::string> ev{probe + ": " + api_text(f)};
+  std::vector<std::string> ev{probe + ": " + f.to_string()};
   if (contains(f.message, "No agent available")) {
     return make_fail(check, ev, diagnose_admission_error(f, Names{}));
   }
@@ -582,11 +546,11 @@ CheckResult check_gpu_dry_run(const DryRun& result, const Names& names) {
   std::string what =
       "dry-run create of a GPU pod (nvidia.com/gpu 1, gpumem 1024, gpucores 10) in " + names.probe_namespace;
   if (!result.pod) {
-    std::vector<std::string> ev{what + ": " + api_text(result.failure)};
+    std::vector<std::string> ev{what + ": " + result.failure.to_string()};
     return make_fail(check, std::move(ev), diagnose_admission_error(result.failure, names));
   }
   std::string sched = scheduler_name_of(*result.pod);
-  std::string req = annotation(*result.pod, kGpuRequestAnnotation);
+  std::string req = annotation(*result.pod, kGpuRequestAnnotation).value_or("");
   std::vector<std::string> ev{
       what + ": admitted", "spec.schedulerName: " + (sched.empty() ? std::string("(unset)") : sched),
       std::string(kGpuRequestAnnotation) + ": " + (req.empty() ? std::string("(absent)") : req)};
@@ -612,7 +576,7 @@ CheckResult check_plain_dry_run(const DryRun& result, const Names& names) {
   const std::string check = "plain-pod-dry-run";
   std::string what = "dry-run create of a plain pod (cpu only) in " + names.probe_namespace;
   if (!result.pod) {
-    std::vector<std::string> ev{what + ": " + api_text(result.failure)};
+    std::vector<std::string> ev{what + ": " + result.failure.to_string()};
     Diagnosis d = diagnose_admission_error(result.failure, names);
     if (contains(result.failure.message, names.guard_policy)) {
       d = {"the scheduler guard refused a pod that asks for no GPU: the guard's asksForGPU expression is wrong",
@@ -680,7 +644,7 @@ CheckResult check_guard(const std::optional<json::object>& policy, const std::ve
   return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
 }
 
-CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Names& names,
+CheckResult check_lease(const std::optional<kube::Lease>& lease, const Names& names,
                         std::chrono::system_clock::time_point now) {
   const std::string check = "scheduler-lease";
   std::string id = "Lease " + names.lease_namespace + "/" + names.lease_name;
@@ -695,14 +659,14 @@ CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Name
                       "scheduler.leaderElection names another Lease (or --lease= when leader election is off)",
                       "lease-missing"});
   }
-  const auto& l = *lease;
+  const kube::LeaseSpec& l = lease->spec;
   std::vector<std::string> ev;
   std::string renew = l.renew_time ? certs::format_unix_time(std::chrono::system_clock::to_time_t(*l.renew_time))
                                    : std::string("(none)");
-  ev.push_back(id + ": holder " + (l.holder.empty() ? std::string("(none)") : l.holder) + ", renewTime " + renew +
-               ", leaseDurationSeconds " + std::to_string(l.duration_seconds) + ", transitions " +
-               std::to_string(l.transitions));
-  if (l.holder.empty()) {
+  ev.push_back(id + ": holder " + (l.holder_identity.empty() ? std::string("(none)") : l.holder_identity) +
+               ", renewTime " + renew + ", leaseDurationSeconds " + std::to_string(l.lease_duration_seconds) +
+               ", transitions " + std::to_string(l.lease_transitions));
+  if (l.holder_identity.empty()) {
     return make_fail(check, std::move(ev),
                      {"the lease was released and nobody holds it: no gpuslice scheduler replica is running (a "
                       "replica that stops gives the lease up)",
@@ -718,10 +682,10 @@ CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Name
   auto age = std::chrono::duration_cast<std::chrono::seconds>(now - *l.renew_time);
   ev.push_back("renewed " + std::to_string(age.count()) + " s ago");
   // 2 s of slack for the clock skew between this machine and the leader's.
-  if (age > std::chrono::seconds(l.duration_seconds) + std::chrono::seconds(2)) {
+  if (age > std::chrono::seconds(l.lease_duration_seconds) + std::chrono::seconds(2)) {
     return make_fail(check, std::move(ev),
-                     {"the holder " + l.holder + " stopped renewing " + std::to_string(age.count()) +
-                          " s ago (lease duration " + std::to_string(l.duration_seconds) +
+                     {"the holder " + l.holder_identity + " stopped renewing " + std::to_string(age.count()) +
+                          " s ago (lease duration " + std::to_string(l.lease_duration_seconds) +
                           " s): the leader crashed, hangs or lost the API server, and no other replica took over",
                       "check gpuslice's logs on the holder; start a replica (another takes over after the lease "
                       "duration)",
@@ -741,7 +705,7 @@ CheckResult check_inventory(const std::vector<json::object>& nodes, std::size_t 
   for (const auto& node : nodes) {
     const auto* md = object_at(node, "metadata");
     std::string name = md ? string_at(*md, "name") : std::string();
-    std::string reg = annotation(node, scheduler::kNodeRegisterAnnotation);
+    std::string reg = annotation(node, scheduler::kNodeRegisterAnnotation).value_or("");
     if (reg.empty()) {
       continue;
     }
@@ -758,7 +722,7 @@ CheckResult check_inventory(const std::vector<json::object>& nodes, std::size_t 
     }
     int64_t alloc = 0;
     if (!alloc_text.empty()) {
-      auto q = scheduler::parse_quantity_milli(alloc_text);
+      auto q = parse_quantity_milli(alloc_text);
       alloc = q ? *q / 1000 : 0;
     }
     if (alloc <= 0) {

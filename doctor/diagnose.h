@@ -20,6 +20,8 @@
 // scheduler-lease, gpu-inventory. The exit status is 1 when any check FAILed.
 
 #include "common/result.h"
+#include "kube/error.h"
+#include "kube/objects.h"  // kube::Lease
 
 #include <boost/json/object.hpp>
 
@@ -31,6 +33,10 @@
 #include <vector>
 
 namespace gpuslice::doctor {
+
+/// An API call's failure as the client saw it: HTTP status (0 when no response), the Status reason (or the
+/// client's kReasonTimeout/kReasonTransport/...), message.
+using kube::ApiError;
 
 enum class Verdict { pass, fail, skip };
 /// "PASS", "FAIL", "SKIP".
@@ -53,14 +59,6 @@ struct Diagnosis {
   std::string id;
 };
 
-/// An API call's failure as the client saw it (kube::ApiError without the dependency): HTTP status (0 when no
-/// response), Status reason (or the client's Timeout/Transport/...), message.
-struct ApiFailure {
-  int code = 0;
-  std::string reason;
-  std::string message;
-};
-
 /// Names of things the checks refer to (flags of `gpuslice doctor`).
 struct Names {
   std::string webhook_configuration = "gpuslice";     ///< MutatingWebhookConfiguration name
@@ -79,14 +77,14 @@ struct Names {
 /// mismatch, expired), "connection refused" (webhook not listening / Service wrong), "context deadline exceeded"
 /// and other timeouts (webhook not answering in time), "connection reset" (tunnel dropped the connection), the
 /// scheduler guard's denial (webhook not reached: GPU pods are held back), RBAC, missing namespace.
-Diagnosis diagnose_admission_error(const ApiFailure& failure, const Names& names);
+Diagnosis diagnose_admission_error(const ApiError& failure, const Names& names);
 
 /// Maps a failed read of the API (GET/LIST) to cause and fix: 401 (credentials), 403 (RBAC, naming `what`),
 /// 404, timeouts and transport errors (API server not reachable).
-Diagnosis diagnose_api_error(const ApiFailure& failure, std::string_view what);
+Diagnosis diagnose_api_error(const ApiError& failure, std::string_view what);
 
 /// A FAIL result for a check that could not read what it needed: evidence "<what>: <code reason: message>".
-CheckResult failed_read(std::string check, std::string_view what, const ApiFailure& failure);
+CheckResult failed_read(std::string check, std::string_view what, const ApiError& failure);
 
 // ---- webhook configuration ------------------------------------------------------------------------------------
 
@@ -129,7 +127,7 @@ Result<std::string> tls_crt_from_secret(const boost::json::object& secret);
 /// `cluster` egress (the Konnectivity tunnel, as service-referenced webhooks are). "No agent available" means
 /// no agent is connected; a dial error from the worker's network ("connect: ...") means the agent answered.
 /// `node` empty: no node to probe (SKIP). `failure` nullopt: the probe got a response (PASS).
-CheckResult check_tunnel(std::string_view node, const std::optional<ApiFailure>& failure);
+CheckResult check_tunnel(std::string_view node, const std::optional<ApiError>& failure);
 
 // ---- dry runs -------------------------------------------------------------------------------------------------
 
@@ -140,7 +138,7 @@ boost::json::object make_probe_pod(bool gpu, std::string_view ns);
 /// What a dry-run create returned: the object (ok) or the failure.
 struct DryRun {
   std::optional<boost::json::object> pod;  ///< set when the API server accepted the dry run
-  ApiFailure failure;                      ///< when pod is nullopt
+  ApiError failure;                        ///< when pod is nullopt
 };
 
 /// gpu-pod-dry-run: the returned pod names `names.scheduler_name` and carries gpuslice.io/gpu-request (proof of
@@ -157,18 +155,9 @@ CheckResult check_plain_dry_run(const DryRun& result, const Names& names);
 CheckResult check_guard(const std::optional<boost::json::object>& policy,
                         const std::vector<boost::json::object>& bindings, const Names& names);
 
-/// A coordination.k8s.io/v1 Lease as observed (plain data).
-struct LeaseObservation {
-  std::string holder;
-  int32_t duration_seconds = 0;
-  std::optional<std::chrono::system_clock::time_point> renew_time;
-  std::optional<std::chrono::system_clock::time_point> acquire_time;
-  int32_t transitions = 0;
-};
-
-/// scheduler-lease: held (holderIdentity set) and fresh (renewTime + leaseDurationSeconds >= now, 2 s of skew
-/// allowed). nullopt = 404. `names.lease_name` empty: SKIP.
-CheckResult check_lease(const std::optional<LeaseObservation>& lease, const Names& names,
+/// scheduler-lease: the scheduler's Lease (kube::Lease, as the client read it) is held (holderIdentity set) and fresh
+/// (renewTime + leaseDurationSeconds >= now, 2 s of skew allowed). nullopt = 404. `names.lease_name` empty: SKIP.
+CheckResult check_lease(const std::optional<kube::Lease>& lease, const Names& names,
                         std::chrono::system_clock::time_point now);
 
 /// gpu-inventory: nodes carrying hami.io/node-nvidia-register that decode and whose allocatable nvidia.com/gpu

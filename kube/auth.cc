@@ -1,6 +1,8 @@
 #include "kube/auth.h"
 
 #include "common/base64.h"
+#include "common/json_access.h"
+#include "common/rfc3339.h"
 
 #include <fmt/format.h>
 #include <boost/json/object.hpp>
@@ -29,17 +31,13 @@ Result<ExecCredential> parse_exec_credential(std::string_view text, std::string_
         fmt::format("exec plugin output is not a JSON object ({})", ec ? ec.message() : std::string("not an object")));
   }
   const auto& o = v.get_object();
-  auto str = [&](const json::object& obj, const char* key) -> std::string {
-    const auto* f = obj.if_contains(key);
-    return f != nullptr && f->is_string() ? std::string(f->get_string()) : std::string();
-  };
-  const std::string api_version = str(o, "apiVersion");
+  const std::string api_version = string_at(o, "apiVersion");
   if (api_version != expected_api_version) {
     return make_error(fmt::format("exec plugin output: apiVersion \"{}\" does not match the kubeconfig's \"{}\"",
                                   api_version, expected_api_version));
   }
-  if (str(o, "kind") != "ExecCredential") {
-    return make_error(fmt::format("exec plugin output: kind \"{}\" is not ExecCredential", str(o, "kind")));
+  if (string_at(o, "kind") != "ExecCredential") {
+    return make_error(fmt::format("exec plugin output: kind \"{}\" is not ExecCredential", string_at(o, "kind")));
   }
   const auto* status_v = o.if_contains("status");
   if (status_v == nullptr || !status_v->is_object()) {
@@ -47,9 +45,9 @@ Result<ExecCredential> parse_exec_credential(std::string_view text, std::string_
   }
   const auto& status = status_v->get_object();
   ExecCredential cred;
-  cred.token = str(status, "token");
-  cred.client_certificate_pem = str(status, "clientCertificateData");
-  cred.client_key_pem = str(status, "clientKeyData");
+  cred.token = string_at(status, "token");
+  cred.client_certificate_pem = string_at(status, "clientCertificateData");
+  cred.client_key_pem = string_at(status, "clientKeyData");
   if (cred.client_certificate_pem.empty() != cred.client_key_pem.empty()) {
     return make_error(
         "exec plugin output: status.clientCertificateData and status.clientKeyData must be given "
@@ -58,7 +56,7 @@ Result<ExecCredential> parse_exec_credential(std::string_view text, std::string_
   if (cred.token.empty() && cred.client_certificate_pem.empty()) {
     return make_error("exec plugin output: status has neither token nor clientCertificateData");
   }
-  const std::string expiry = str(status, "expirationTimestamp");
+  const std::string expiry = string_at(status, "expirationTimestamp");
   if (!expiry.empty()) {
     auto t = parse_rfc3339(expiry);
     if (!t) {

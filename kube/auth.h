@@ -30,9 +30,6 @@ Result<ExecCredential> parse_exec_credential(std::string_view json, std::string_
 /// (plus spec.cluster.server etc. when provideClusterInfo).
 std::string exec_info_json(const ExecConfig& exec, const RestConfig& config);
 
-/// Parses RFC 3339 timestamps ("2026-11-30T08:00:00Z", "...T08:00:00.123456+02:00").
-Result<std::chrono::system_clock::time_point> parse_rfc3339(std::string_view s);
-
 struct ExecOutput {
   int exit_code = 0;
   std::string stdout_text;

@@ -860,7 +860,7 @@ awaitable<ApiResult<json::object>> Client::patch_pod_condition(std::string ns, s
 
 awaitable<ApiResult<json::object>> Client::create_event(EventRecord event) {
   auto body = make_event(event);
-  const std::string ns = string_at(body, "/metadata/namespace");
+  const std::string ns = string_at_pointer(body, "/metadata/namespace");
   co_return co_await create(collection_path(resources::events(), ns), body);
 }
 

@@ -4,10 +4,10 @@
 // (NotFound, AlreadyExists, Conflict, Expired, Gone, ...) or a client-side reason (Timeout, Transport,
 // TooLarge, Decode, Config, Cancelled, Auth), and a message naming what failed. Nothing is thrown.
 
-#include <cassert>
+#include "common/result.h"
+
 #include <string>
 #include <utility>
-#include <variant>
 
 namespace gpuslice::kube {
 
@@ -40,7 +40,8 @@ struct ApiError {
   bool is_retriable() const {
     return (code == 0 && (reason == kReasonTimeout || reason == kReasonTransport)) || code == 429 || code >= 500;
   }
-  /// "409 AlreadyExists: leases.coordination.k8s.io \"x\" already exists" or "Timeout: GET /api/v1/pods ...".
+  /// "409 AlreadyExists: leases.coordination.k8s.io \"x\" already exists" or "Timeout: GET /api/v1/pods ..."
+  /// ("Error" stands for an empty reason; an empty message drops the ": ").
   std::string to_string() const;
 };
 
@@ -48,54 +49,11 @@ inline ApiError client_error(const char* reason, std::string message) {
   return ApiError{0, reason, std::move(message)};
 }
 
-/// A value or an ApiError (the client's Result<T>).
+/// A value or an ApiError: the common Result template over the client's error type.
 template <class T>
-class [[nodiscard]] ApiResult {
- public:
-  ApiResult(T value) : v_(std::in_place_index<0>, std::move(value)) {}         // NOLINT(implicit)
-  ApiResult(ApiError error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT(implicit)
-
-  bool ok() const { return v_.index() == 0; }
-  explicit operator bool() const { return ok(); }
-  T& value() & {
-    assert(ok());
-    return std::get<0>(v_);
-  }
-  const T& value() const& {
-    assert(ok());
-    return std::get<0>(v_);
-  }
-  T&& value() && {
-    assert(ok());
-    return std::get<0>(std::move(v_));
-  }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-  T& operator*() & { return value(); }
-  const T& operator*() const& { return value(); }
-  const ApiError& error() const {
-    assert(!ok());
-    return std::get<1>(v_);
-  }
-  const std::string& message() const { return error().message; }
-
- private:
-  std::variant<T, ApiError> v_;
-};
+using ApiResult = Result<T, ApiError>;
 
 /// Success without a value (e.g. DELETE) or an ApiError.
-class [[nodiscard]] ApiStatus {
- public:
-  ApiStatus() = default;
-  ApiStatus(ApiError error) : error_(std::move(error)), ok_(false) {}  // NOLINT(implicit)
-  bool ok() const { return ok_; }
-  explicit operator bool() const { return ok_; }
-  const ApiError& error() const { return error_; }
-  const std::string& message() const { return error_.message; }
-
- private:
-  ApiError error_;
-  bool ok_ = true;
-};
+using ApiStatus = BasicStatus<ApiError>;
 
 }  // namespace gpuslice::kube

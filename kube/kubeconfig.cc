@@ -1,6 +1,7 @@
 #include "kube/kubeconfig.h"
 
 #include "common/base64.h"
+#include "common/json_access.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -254,15 +255,6 @@ Result<KubeconfigFile> parse_document(const YAML::Node& root, std::string_view b
     return s.error();
   }
   return f;
-}
-
-std::string trim(std::string s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) {
-    return {};
-  }
-  const auto e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
 }
 
 std::string dir_of(const std::string& path) {
@@ -551,7 +543,7 @@ Result<RestConfig> load_in_cluster_config(const Environment& env) {
   rc.ca_pem = std::move(*ca);
   auto ns = env.read_file(dir + "/namespace");
   if (ns) {
-    std::string n = trim(std::move(*ns));
+    std::string n(trim(*ns));
     if (!n.empty()) {
       rc.default_namespace = n;
     }

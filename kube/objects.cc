@@ -1,76 +1,39 @@
 #include "kube/objects.h"
 
-#include "kube/auth.h"
+#include "common/rfc3339.h"
 
 #include <fmt/format.h>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <cctype>
-#include <ctime>
 
 namespace gpuslice::kube {
 
 namespace json = boost::json;
 
 std::string ApiError::to_string() const {
-  if (code == 0) {
-    return fmt::format("{}: {}", reason, message);
+  std::string s = code != 0 ? fmt::format("{} ", code) : std::string();
+  s += reason.empty() ? "Error" : reason;
+  if (!message.empty()) {
+    s += ": " + message;
   }
-  return fmt::format("{} {}: {}", code, reason, message);
+  return s;
 }
 
 // ---- small accessors ----------------------------------------------------------------------------------------
 
-std::string string_at(const json::object& o, std::string_view pointer) {
-  // Walked by hand: at_pointer needs a json::value, and wrapping the object would copy it.
-  const json::value* cur = nullptr;
-  const json::object* obj = &o;
-  std::string_view rest = pointer;
-  if (rest.empty() || rest.front() != '/') {
-    return {};
-  }
-  while (!rest.empty()) {
-    rest.remove_prefix(1);
-    const auto next = rest.find('/');
-    std::string token(rest.substr(0, next));
-    rest = next == std::string_view::npos ? std::string_view{} : rest.substr(next);
-    // JSON Pointer unescaping: ~1 -> '/', ~0 -> '~'.
-    std::string key;
-    for (std::size_t i = 0; i < token.size(); ++i) {
-      if (token[i] == '~' && i + 1 < token.size() && (token[i + 1] == '0' || token[i + 1] == '1')) {
-        key.push_back(token[i + 1] == '1' ? '/' : '~');
-        ++i;
-      } else {
-        key.push_back(token[i]);
-      }
-    }
-    if (obj == nullptr) {
-      return {};
-    }
-    cur = obj->if_contains(key);
-    if (cur == nullptr) {
-      return {};
-    }
-    obj = cur->if_object();
-  }
-  if (cur != nullptr && cur->is_string()) {
-    return std::string(cur->get_string());
-  }
-  return {};
-}
-
 std::string resource_version_of(const json::object& o) {
-  return string_at(o, "/metadata/resourceVersion");
+  return string_at_pointer(o, "/metadata/resourceVersion");
 }
 std::string name_of(const json::object& o) {
-  return string_at(o, "/metadata/name");
+  return string_at_pointer(o, "/metadata/name");
 }
 std::string namespace_of(const json::object& o) {
-  return string_at(o, "/metadata/namespace");
+  return string_at_pointer(o, "/metadata/namespace");
 }
 std::string uid_of(const json::object& o) {
-  return string_at(o, "/metadata/uid");
+  return string_at_pointer(o, "/metadata/uid");
 }
 
 // ---- metav1.Status ------------------------------------------------------------------------------------------
@@ -246,8 +209,8 @@ Result<ListPage> decode_list(std::string_view body) {
   if (const auto* k = o.if_contains("kind"); k != nullptr && k->is_string()) {
     page.kind = std::string(k->get_string());
   }
-  page.resource_version = string_at(o, "/metadata/resourceVersion");
-  page.continue_token = string_at(o, "/metadata/continue");
+  page.resource_version = string_at_pointer(o, "/metadata/resourceVersion");
+  page.continue_token = string_at_pointer(o, "/metadata/continue");
   auto* items = o.if_contains("items");
   if (items == nullptr || items->is_null()) {
     return page;  // an empty list may omit items
@@ -264,112 +227,6 @@ Result<ListPage> decode_list(std::string_view body) {
     page.items.push_back(std::move(arr[i].get_object()));
   }
   return page;
-}
-
-// ---- time ---------------------------------------------------------------------------------------------------
-
-namespace {
-std::string format_seconds(std::chrono::system_clock::time_point t, int64_t& micros_out) {
-  using namespace std::chrono;
-  const auto us = duration_cast<microseconds>(t.time_since_epoch()).count();
-  int64_t secs = us / 1000000;
-  int64_t micros = us % 1000000;
-  if (micros < 0) {
-    micros += 1000000;
-    secs -= 1;
-  }
-  micros_out = micros;
-  std::time_t tt = static_cast<std::time_t>(secs);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  return fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                     tm.tm_hour, tm.tm_min, tm.tm_sec);
-}
-}  // namespace
-
-std::string format_micro_time(std::chrono::system_clock::time_point t) {
-  int64_t micros = 0;
-  std::string s = format_seconds(t, micros);
-  return fmt::format("{}.{:06d}Z", s, micros);
-}
-
-std::string format_time(std::chrono::system_clock::time_point t) {
-  int64_t micros = 0;
-  return format_seconds(t, micros) + "Z";
-}
-
-Result<std::chrono::system_clock::time_point> parse_rfc3339(std::string_view s) {
-  auto bad = [&](const char* why) {
-    return make_error(fmt::format("timestamp \"{}\" is not RFC 3339: {}", printable_prefix(s, 64), why));
-  };
-  auto digits = [&](std::size_t pos, std::size_t n, int& out) {
-    if (pos + n > s.size()) {
-      return false;
-    }
-    out = 0;
-    for (std::size_t i = pos; i < pos + n; ++i) {
-      if (!std::isdigit(static_cast<unsigned char>(s[i]))) {
-        return false;
-      }
-      out = out * 10 + (s[i] - '0');
-    }
-    return true;
-  };
-  int year = 0, mon = 0, day = 0, hour = 0, min = 0, sec = 0;
-  if (!digits(0, 4, year) || s.size() < 20 || s[4] != '-' || !digits(5, 2, mon) || s[7] != '-' || !digits(8, 2, day) ||
-      (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || !digits(11, 2, hour) || s[13] != ':' || !digits(14, 2, min) ||
-      s[16] != ':' || !digits(17, 2, sec)) {
-    return bad("expected YYYY-MM-DDTHH:MM:SS");
-  }
-  if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 || sec > 60) {
-    return bad("field out of range");
-  }
-  std::size_t pos = 19;
-  int64_t nanos = 0;
-  if (pos < s.size() && s[pos] == '.') {
-    ++pos;
-    int ndigits = 0;
-    while (pos < s.size() && std::isdigit(static_cast<unsigned char>(s[pos]))) {
-      if (ndigits < 9) {
-        nanos = nanos * 10 + (s[pos] - '0');
-      }
-      ++ndigits;
-      ++pos;
-    }
-    if (ndigits == 0) {
-      return bad("empty fraction");
-    }
-    for (int i = ndigits; i < 9; ++i) {
-      nanos *= 10;
-    }
-  }
-  int64_t offset = 0;
-  if (pos < s.size() && (s[pos] == 'Z' || s[pos] == 'z')) {
-    ++pos;
-  } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
-    int oh = 0, om = 0;
-    if (!digits(pos + 1, 2, oh) || pos + 3 >= s.size() || s[pos + 3] != ':' || !digits(pos + 4, 2, om) || oh > 23 ||
-        om > 59) {
-      return bad("bad zone offset");
-    }
-    offset = (oh * 3600 + om * 60) * (s[pos] == '+' ? 1 : -1);
-    pos += 6;
-  } else {
-    return bad("missing zone (Z or +hh:mm)");
-  }
-  if (pos != s.size()) {
-    return bad("trailing characters");
-  }
-  std::tm tm{};
-  tm.tm_year = year - 1900;
-  tm.tm_mon = mon - 1;
-  tm.tm_mday = day;
-  tm.tm_hour = hour;
-  tm.tm_min = min;
-  tm.tm_sec = sec;
-  const int64_t epoch = static_cast<int64_t>(timegm(&tm)) - offset;
-  using namespace std::chrono;
-  return system_clock::time_point(duration_cast<system_clock::duration>(seconds(epoch) + nanoseconds(nanos)));
 }
 
 // ---- binding, status, events --------------------------------------------------------------------------------
@@ -462,15 +319,16 @@ json::object encode_lease(const Lease& l) {
     meta["uid"] = l.uid;
   }
   json::object spec;
-  spec["holderIdentity"] = l.holder_identity;
-  spec["leaseDurationSeconds"] = l.lease_duration_seconds;
-  if (l.acquire_time) {
-    spec["acquireTime"] = format_micro_time(*l.acquire_time);
+  // holderIdentity is written even when empty: a release must clear it (PUT replaces the object).
+  spec["holderIdentity"] = l.spec.holder_identity;
+  spec["leaseDurationSeconds"] = l.spec.lease_duration_seconds;
+  if (l.spec.acquire_time) {
+    spec["acquireTime"] = format_micro_time(*l.spec.acquire_time);
   }
-  if (l.renew_time) {
-    spec["renewTime"] = format_micro_time(*l.renew_time);
+  if (l.spec.renew_time) {
+    spec["renewTime"] = format_micro_time(*l.spec.renew_time);
   }
-  spec["leaseTransitions"] = l.lease_transitions;
+  spec["leaseTransitions"] = l.spec.lease_transitions;
   return json::object{{"apiVersion", "coordination.k8s.io/v1"},
                       {"kind", "Lease"},
                       {"metadata", std::move(meta)},
@@ -494,9 +352,7 @@ Result<Lease> decode_lease(const json::object& o) {
     return make_error(fmt::format("lease {}: spec is not an object", l.name));
   }
   const auto& spec = spec_v->get_object();
-  if (const auto* h = spec.if_contains("holderIdentity"); h != nullptr && h->is_string()) {
-    l.holder_identity = std::string(h->get_string());
-  }
+  l.spec.holder_identity = string_at(spec, "holderIdentity");
   auto int_field = [&](const char* key, int32_t& out) -> Status {
     const auto* v = spec.if_contains(key);
     if (v == nullptr || v->is_null()) {
@@ -524,9 +380,9 @@ Result<Lease> decode_lease(const json::object& o) {
     out = *t;
     return Status::Ok();
   };
-  for (Status s :
-       {int_field("leaseDurationSeconds", l.lease_duration_seconds), int_field("leaseTransitions", l.lease_transitions),
-        time_field("acquireTime", l.acquire_time), time_field("renewTime", l.renew_time)}) {
+  for (Status s : {int_field("leaseDurationSeconds", l.spec.lease_duration_seconds),
+                   int_field("leaseTransitions", l.spec.lease_transitions),
+                   time_field("acquireTime", l.spec.acquire_time), time_field("renewTime", l.spec.renew_time)}) {
     if (!s) {
       return s.error();
     }

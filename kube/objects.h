@@ -3,7 +3,9 @@
 // Binding, the PodScheduled condition patch, events.k8s.io/v1 Events, coordination.k8s.io/v1 Leases and
 // MicroTime. No I/O; time enters as a parameter.
 
+#include "common/json_access.h"
 #include "common/result.h"
+#include "common/rfc3339.h"
 #include "kube/error.h"
 
 #include <boost/json/object.hpp>
@@ -54,10 +56,17 @@ Result<ListPage> decode_list(std::string_view body);
 
 // ---- MicroTime --------------------------------------------------------------------------------------------
 
+// Both are common/rfc3339.h's format_rfc3339 (the one RFC 3339 codec; parse_rfc3339 reads both), named for the
+// Kubernetes types they write.
+
 /// RFC 3339 UTC with exactly 6 fraction digits: "2026-11-30T08:00:00.123456Z" (metav1.MicroTime).
-std::string format_micro_time(std::chrono::system_clock::time_point t);
+inline std::string format_micro_time(std::chrono::system_clock::time_point t) {
+  return format_rfc3339(t, 6);
+}
 /// RFC 3339 UTC with whole seconds: "2026-11-30T08:00:00Z" (metav1.Time).
-std::string format_time(std::chrono::system_clock::time_point t);
+inline std::string format_time(std::chrono::system_clock::time_point t) {
+  return format_rfc3339(t, 0);
+}
 
 // ---- pods/binding and pods/status -------------------------------------------------------------------------
 
@@ -108,24 +117,32 @@ std::string truncate_utf8(std::string_view s, std::size_t max_bytes);
 
 // ---- coordination.k8s.io/v1 Lease -------------------------------------------------------------------------
 
+/// LeaseSpec, the fields leader election reads and writes (client-go's LeaderElectionRecord).
+struct LeaseSpec {
+  std::string holder_identity;  ///< empty: released (written even when empty, so a PUT clears it)
+  int32_t lease_duration_seconds = 0;
+  std::optional<std::chrono::system_clock::time_point> acquire_time;  ///< MicroTime on the wire
+  std::optional<std::chrono::system_clock::time_point> renew_time;    ///< MicroTime on the wire
+  int32_t lease_transitions = 0;
+  bool operator==(const LeaseSpec&) const = default;
+};
+
+/// The Lease object: the metadata the client sends back, and the spec.
 struct Lease {
   std::string namespace_;
   std::string name;
-  std::string resource_version;  ///< from the server; sent back on update as the precondition
+  std::string resource_version;  ///< from the server; sent back on update as the precondition (empty on create)
   std::string uid;
-  std::string holder_identity;
-  int32_t lease_duration_seconds = 0;
-  std::optional<std::chrono::system_clock::time_point> acquire_time;  ///< MicroTime on the wire
-  std::optional<std::chrono::system_clock::time_point> renew_time;
-  int32_t lease_transitions = 0;
+  LeaseSpec spec;
 };
+/// The Lease as JSON for create (no resourceVersion) or update (with it); times as MicroTime.
 boost::json::object encode_lease(const Lease& l);
+/// Reads a Lease object; metadata.name is required, a missing or null spec and missing spec fields take their
+/// zero value; errors name the lease and the field ("lease x: spec.leaseDurationSeconds = "15" is not ...").
 Result<Lease> decode_lease(const boost::json::object& o);
 
-// ---- small accessors --------------------------------------------------------------------------------------
+// ---- small accessors (generic JSON access, string_at_pointer among it, is common/json_access.h) -----------
 
-/// The string at a JSON pointer ("/metadata/name"), or "" when absent or not a string.
-std::string string_at(const boost::json::object& o, std::string_view pointer);
 /// metadata.resourceVersion, metadata.name, metadata.namespace, metadata.uid.
 std::string resource_version_of(const boost::json::object& o);
 std::string name_of(const boost::json::object& o);

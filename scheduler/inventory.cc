@@ -1,4 +1,5 @@
 #include "scheduler/inventory.h"
+#include "common/json_access.h"
 #include "scheduler/text.h"
 
 #include <boost/json/parse.hpp>
@@ -14,16 +15,6 @@ namespace gpuslice::scheduler {
 namespace json = boost::json;
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n' || s.front() == '\r')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
 
 using detail::split;
 

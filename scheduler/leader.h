@@ -9,14 +9,15 @@
 // leader renew_deadline after the start of its last successful renewal, which is before any other replica
 // can consider the lease expired (lease_duration after it saw that renewal), so two leaders never overlap
 // while clocks run at the same rate.
+//
+// The Lease is kube::Lease, the client's own type: the elector plans with it and the runner sends it as is.
+// Times in it are MicroTime (microseconds), so the elector stamps wall time truncated to microseconds and what it
+// holds compares equal to what the server echoes back.
 
 #include "common/config.h"
-#include "common/result.h"
+#include "common/rfc3339.h"
+#include "kube/objects.h"  // kube::Lease and its codec (kube_core, pure)
 #include "scheduler/loop_queue.h"
-#include "scheduler/loop_time.h"
-
-#include <boost/json/object.hpp>
-#include <boost/json/value.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -25,28 +26,6 @@
 
 namespace gpuslice::scheduler {
 
-/// coordination.k8s.io/v1 LeaseSpec, the fields leader election uses.
-struct LeaseSpec {
-  std::string holder_identity;
-  int64_t lease_duration_seconds = 0;
-  std::string acquire_time;  ///< MicroTime text
-  std::string renew_time;    ///< MicroTime text
-  int64_t lease_transitions = 0;
-  bool operator==(const LeaseSpec&) const = default;
-};
-
-struct Lease {
-  std::string ns;
-  std::string name;
-  std::string resource_version;  ///< empty for a create
-  LeaseSpec spec;
-};
-
-/// The Lease object as JSON for create (no resourceVersion) or update (with it).
-boost::json::object lease_to_json(const Lease& lease);
-/// Reads a Lease object; missing spec fields take their zero value; errors name the field.
-Result<Lease> lease_from_json(const boost::json::value& object);
-
 class LeaderElector {
  public:
   LeaderElector(std::string identity, std::string ns, std::string name, LeaderElectionConfig config);
@@ -54,18 +33,18 @@ class LeaderElector {
   enum class Op { none, create, update };
   struct Plan {
     Op op = Op::none;
-    Lease desired;       ///< the object to create, or to PUT (with the observed resourceVersion)
-    std::string reason;  ///< why (for logs): "lease held by X, valid for 12s", "lease expired", ...
+    kube::Lease desired;  ///< the object to create, or to PUT (with the observed resourceVersion)
+    std::string reason;   ///< why (for logs): "lease held by X, valid for 12s", "lease expired", ...
   };
 
   /// One attempt, after GET: `current` is the Lease (nullopt on 404). `now` is steady time, `wall` what is
   /// written into acquireTime/renewTime (informational for other clients).
-  Plan observe(const std::optional<Lease>& current, SteadyTime now, WallTime wall);
+  Plan observe(const std::optional<kube::Lease>& current, SteadyTime now, WallTime wall);
 
   enum class WriteResult { ok, conflict, error };
   /// The outcome of the create/update planned by the last observe(); `written` is the server's answer on ok
   /// (its resourceVersion is kept so the next renewal can detect interference).
-  void on_write(WriteResult result, const std::optional<Lease>& written, SteadyTime now);
+  void on_write(WriteResult result, const std::optional<kube::Lease>& written, SteadyTime now);
   /// The GET failed (network, 5xx): nothing observed; leadership may lapse by the renew deadline.
   void on_get_error(SteadyTime now);
 
@@ -82,7 +61,7 @@ class LeaderElector {
 
   /// On graceful shutdown, the update that gives the lease up (holder cleared, duration 1 s, as client-go's
   /// ReleaseOnCancel); nullopt when we are not the holder. After it, is_leader() is false.
-  std::optional<Lease> release(WallTime wall);
+  std::optional<kube::Lease> release(WallTime wall);
 
  private:
   std::string identity_;
@@ -91,13 +70,13 @@ class LeaderElector {
   LeaderElectionConfig config_;
 
   bool have_observed_ = false;
-  Lease observed_;            // last record seen (or written)
+  kube::Lease observed_;      // last record seen (or written)
   SteadyTime observed_at_{};  // when it last changed, by our clock
   bool leader_ = false;
   SteadyTime last_renew_start_{};
   SteadyTime attempt_start_{};
   Op pending_ = Op::none;
-  Lease pending_desired_;
+  kube::Lease pending_desired_;
 };
 
 }  // namespace gpuslice::scheduler

@@ -14,21 +14,6 @@ namespace {
 namespace asio = boost::asio;
 constexpr auto kAwait = asio::as_tuple(asio::use_awaitable);
 
-std::string micro(const std::optional<std::chrono::system_clock::time_point>& t) {
-  return t ? format_rfc3339(*t, 6) : std::string();
-}
-
-std::optional<std::chrono::system_clock::time_point> parse_micro(const std::string& s) {
-  if (s.empty()) {
-    return std::nullopt;
-  }
-  auto t = parse_rfc3339(s);
-  if (!t) {
-    return std::nullopt;
-  }
-  return *t;
-}
-
 metrics::Gauge& leader_gauge() {
   static metrics::Gauge& g =
       metrics::default_registry()
@@ -38,32 +23,6 @@ metrics::Gauge& leader_gauge() {
 }
 
 }  // namespace
-
-Lease lease_from_kube(const kube::Lease& l) {
-  Lease out;
-  out.ns = l.namespace_;
-  out.name = l.name;
-  out.resource_version = l.resource_version;
-  out.spec.holder_identity = l.holder_identity;
-  out.spec.lease_duration_seconds = l.lease_duration_seconds;
-  out.spec.acquire_time = micro(l.acquire_time);
-  out.spec.renew_time = micro(l.renew_time);
-  out.spec.lease_transitions = l.lease_transitions;
-  return out;
-}
-
-kube::Lease lease_to_kube(const Lease& l) {
-  kube::Lease out;
-  out.namespace_ = l.ns;
-  out.name = l.name;
-  out.resource_version = l.resource_version;
-  out.holder_identity = l.spec.holder_identity;
-  out.lease_duration_seconds = static_cast<int32_t>(l.spec.lease_duration_seconds);
-  out.acquire_time = parse_micro(l.spec.acquire_time);
-  out.renew_time = parse_micro(l.spec.renew_time);
-  out.lease_transitions = static_cast<int32_t>(l.spec.lease_transitions);
-  return out;
-}
 
 LeaderRunner::LeaderRunner(std::shared_ptr<kube::Client> client, LeaderElector elector, LoopClock clock,
                            std::function<void(bool)> on_change)
@@ -122,7 +81,7 @@ asio::awaitable<void> LeaderRunner::run() {
     LeaderElector::Plan plan;
     bool observed = false;
     if (got) {
-      plan = elector_.observe(lease_from_kube(*got), clock_.steady(), clock_.wall());
+      plan = elector_.observe(*got, clock_.steady(), clock_.wall());
       observed = true;
     } else if (got.error().is_not_found()) {
       plan = elector_.observe(std::nullopt, clock_.steady(), clock_.wall());
@@ -135,12 +94,12 @@ asio::awaitable<void> LeaderRunner::run() {
       // Two statements, not `cond ? co_await a : co_await b`: g++-12 destroys the wrong temporary there.
       kube::ApiResult<kube::Lease> written = kube::ApiError{};
       if (plan.op == LeaderElector::Op::create) {
-        written = co_await client_->create_lease(lease_to_kube(plan.desired));
+        written = co_await client_->create_lease(plan.desired);
       } else {
-        written = co_await client_->update_lease(lease_to_kube(plan.desired));
+        written = co_await client_->update_lease(plan.desired);
       }
       if (written) {
-        elector_.on_write(LeaderElector::WriteResult::ok, lease_from_kube(*written), clock_.steady());
+        elector_.on_write(LeaderElector::WriteResult::ok, *written, clock_.steady());
       } else if (written.error().is_conflict()) {
         elector_.on_write(LeaderElector::WriteResult::conflict, std::nullopt, clock_.steady());
         log::info("lease write lost a race", {{"lease", ns + "/" + name}, {"reason", plan.reason}}, 2);
@@ -160,7 +119,7 @@ asio::awaitable<void> LeaderRunner::run() {
     co_await timer_.async_wait(kAwait);
   }
   if (auto release = elector_.release(clock_.wall())) {
-    auto r = co_await client_->update_lease(lease_to_kube(*release));
+    auto r = co_await client_->update_lease(*release);
     if (!r) {
       log::warning("lease release failed", {{"lease", ns + "/" + name}, {"error", r.error().to_string()}});
     } else {

@@ -17,10 +17,6 @@
 
 namespace gpuslice::scheduler {
 
-/// Converts between the client's Lease (time points) and the elector's (MicroTime text).
-Lease lease_from_kube(const kube::Lease& l);
-kube::Lease lease_to_kube(const Lease& l);
-
 class LeaderRunner : public std::enable_shared_from_this<LeaderRunner> {
  public:
   /// `on_change(true|false)` runs on the client's executor whenever leadership starts or ends.

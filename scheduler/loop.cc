@@ -29,7 +29,7 @@ int64_t unix_seconds(WallTime t) {
 }
 
 std::string str_at(const boost::json::object& o, std::string_view pointer) {
-  return kube::string_at(o, pointer);
+  return string_at_pointer(o, pointer);
 }
 
 std::string annotation(const boost::json::object& pod, std::string_view key) {

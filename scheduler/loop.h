@@ -23,10 +23,10 @@
 // Reflectors on it. Only ready()/leading() may be read from other threads.
 
 #include "common/config.h"
+#include "common/rfc3339.h"
 #include "kube/reflector.h"
 #include "scheduler/loop_api.h"
 #include "scheduler/loop_queue.h"
-#include "scheduler/loop_time.h"
 #include "scheduler/node_lock.h"
 #include "scheduler/schedule.h"
 #include "scheduler/snapshot.h"

@@ -1,8 +1,10 @@
 #include "scheduler/mock_agent.h"
 
 #include "common/gpu_request.h"
+#include "common/json_access.h"
 #include "common/log.h"
-#include "scheduler/loop_time.h"
+#include "common/rfc3339.h"
+#include "scheduler/text.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -22,34 +24,7 @@ namespace {
 namespace asio = boost::asio;
 namespace json = boost::json;
 
-std::optional<std::string> ann(const json::object& obj, std::string_view key) {
-  const auto* meta = obj.if_contains("metadata");
-  if (meta == nullptr || !meta->is_object()) {
-    return std::nullopt;
-  }
-  const auto* a = meta->get_object().if_contains("annotations");
-  if (a == nullptr || !a->is_object()) {
-    return std::nullopt;
-  }
-  const auto* v = a->get_object().if_contains(key);
-  if (v == nullptr || !v->is_string()) {
-    return std::nullopt;
-  }
-  return std::string(v->get_string());
-}
-
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  while (true) {
-    size_t p = s.find(sep, start);
-    out.push_back(s.substr(start, p == std::string_view::npos ? std::string_view::npos : p - start));
-    if (p == std::string_view::npos) {
-      return out;
-    }
-    start = p + 1;
-  }
-}
+using detail::split;
 
 // strconv.ParseInt(s, 10, 32) with the error ignored: 0 on anything that is not an int32.
 int64_t go_parse_int32(std::string_view s) {
@@ -82,7 +57,7 @@ const json::object* find_container(const json::object& pod, std::string_view nam
     return nullptr;
   }
   for (const auto& c : arr->get_array()) {
-    if (c.is_object() && kube::string_at(c.get_object(), "/name") == name) {
+    if (c.is_object() && string_at_pointer(c.get_object(), "/name") == name) {
       return &c.get_object();
     }
   }
@@ -100,7 +75,7 @@ json::object container_env_record(const json::object* container, const std::map<
       if (!e.is_object()) {
         continue;
       }
-      const std::string name = kube::string_at(e.get_object(), "/name");
+      const std::string name = string_at_pointer(e.get_object(), "/name");
       const json::value* value = e.get_object().if_contains("value");
       if (hami_core_variable(name) && value != nullptr && value->is_string()) {
         env[name] = value->get_string();
@@ -156,7 +131,7 @@ std::vector<KubeletAllocateCall> kubelet_allocate_calls(const json::object& pod,
       if (!n.ok() || n.value() <= 0) {
         continue;
       }
-      out.push_back({kube::string_at(c.get_object(), "/name"), std::string_view(key) == "initContainers", n.value()});
+      out.push_back({string_at_pointer(c.get_object(), "/name"), std::string_view(key) == "initContainers", n.value()});
     }
   }
   return out;
@@ -203,7 +178,7 @@ bool plugin_has_pending_entries(std::string_view to_allocate) {
 EmulatedAllocate emulate_allocate(const json::object& pending, int64_t devices, std::string_view shared_cache_id,
                                   std::string_view hook_path) {
   EmulatedAllocate r;
-  const auto text = ann(pending, kDevicesToAllocateAnnotation);
+  const auto text = annotation(pending, kDevicesToAllocateAnnotation);
   std::vector<ContainerDevices> entries = text ? plugin_decode_entries(*text) : std::vector<ContainerDevices>{};
   // GetNextDeviceRequest: the first (non-empty) entry of the NVIDIA annotation.
   auto next = entries.begin();
@@ -248,14 +223,15 @@ std::optional<json::object> plugin_fallback_pending_pod(const std::vector<const 
     return std::pair(kube::namespace_of(*a), kube::name_of(*a)) < std::pair(kube::namespace_of(*b), kube::name_of(*b));
   });
   for (const json::object* p : sorted) {
-    if (kube::string_at(*p, "/status/phase") != "Pending" || kube::string_at(*p, "/spec/nodeName") != node) {
+    if (string_at_pointer(*p, "/status/phase") != "Pending" || string_at_pointer(*p, "/spec/nodeName") != node) {
       continue;
     }
-    const auto phase = ann(*p, kBindPhaseAnnotation);
-    if (!ann(*p, kBindTimeAnnotation) || !phase || (*phase != kBindPhaseAllocating && *phase != kBindPhaseSuccess)) {
+    const auto phase = annotation(*p, kBindPhaseAnnotation);
+    if (!annotation(*p, kBindTimeAnnotation) || !phase ||
+        (*phase != kBindPhaseAllocating && *phase != kBindPhaseSuccess)) {
       continue;
     }
-    if (ann(*p, kVgpuNodeAnnotation).value_or("") == node) {
+    if (annotation(*p, kVgpuNodeAnnotation).value_or("") == node) {
       return *p;
     }
   }
@@ -317,23 +293,23 @@ void MockDeviceAgent::on_pod_event(const kube::ReflectorEvent& e) {
 
 void MockDeviceAgent::consider_pod(const json::object& pod) {
   const std::string key = kube::namespace_of(pod) + "/" + kube::name_of(pod);
-  const std::string node = kube::string_at(pod, "/spec/nodeName");
+  const std::string node = string_at_pointer(pod, "/spec/nodeName");
   if (node.empty() || !managed_.count(node)) {
     pods_.erase(key);
     return;
   }
   pods_[key] = pod;
   const std::string uid = kube::uid_of(pod).empty() ? key : kube::uid_of(pod);
-  const std::string phase = kube::string_at(pod, "/status/phase");
+  const std::string phase = string_at_pointer(pod, "/status/phase");
   if (admitted_uids_.count(uid) || phase == "Succeeded" || phase == "Failed" ||
-      !kube::string_at(pod, "/metadata/deletionTimestamp").empty()) {
+      !string_at_pointer(pod, "/metadata/deletionTimestamp").empty()) {
     return;
   }
   admitted_uids_.insert(uid);
-  if (ann(pod, kDevicePluginRecordAnnotation)) {
+  if (annotation(pod, kDevicePluginRecordAnnotation)) {
     return;  // admitted before this agent started (kubelet's checkpoint)
   }
-  if (kubelet_allocate_calls(pod, gpu_resource_).empty() && !ann(pod, kDevicesToAllocateAnnotation)) {
+  if (kubelet_allocate_calls(pod, gpu_resource_).empty() && !annotation(pod, kDevicesToAllocateAnnotation)) {
     return;  // kubelet never calls the plugin and there is nothing to report
   }
   queues_[node].pods.push_back(key);
@@ -365,7 +341,7 @@ asio::awaitable<Result<json::object>> MockDeviceAgent::pending_pod(const std::st
   if (!n) {
     co_return make_error("get node " + node + ": " + n.error().to_string());
   }
-  if (const auto lock = ann(*n, kNodeLockAnnotation)) {
+  if (const auto lock = annotation(*n, kNodeLockAnnotation)) {
     // nodelock.ParseNodeLock: a bare RFC 3339 time is the legacy form; otherwise exactly three parts.
     const auto parts = split(*lock, ',');
     if (parts.size() == 1) {
@@ -412,7 +388,7 @@ asio::awaitable<void> MockDeviceAgent::admit(std::string node, std::string key) 
     const auto* arr = spec != nullptr && spec->is_object() ? spec->get_object().if_contains(k) : nullptr;
     for (const auto& c : arr != nullptr && arr->is_array() ? arr->get_array() : json::array{}) {
       json::object rec;
-      rec["name"] = c.is_object() ? kube::string_at(c.get_object(), "/name") : std::string();
+      rec["name"] = c.is_object() ? string_at_pointer(c.get_object(), "/name") : std::string();
       rec["init"] = std::string_view(k) == "initContainers";
       rec["devices"] = 0;
       rec["allocated"] = false;
@@ -462,7 +438,7 @@ asio::awaitable<void> MockDeviceAgent::admit(std::string node, std::string key) 
     }
     // PodAllocationTrySuccess: re-read the pod; nothing of the vendor left -> success and release the lock.
     auto fresh = co_await api_->get_pod(pns, pname);
-    if (fresh && !plugin_has_pending_entries(ann(*fresh, kDevicesToAllocateAnnotation).value_or(""))) {
+    if (fresh && !plugin_has_pending_entries(annotation(*fresh, kDevicesToAllocateAnnotation).value_or(""))) {
       co_await finish_pod(node, *fresh, kBindPhaseSuccess);
     }
   }
@@ -530,7 +506,7 @@ asio::awaitable<void> MockDeviceAgent::release_lock(const std::string& node, con
     if (!n) {
       co_return;
     }
-    const auto lock = ann(*n, kNodeLockAnnotation);
+    const auto lock = annotation(*n, kNodeLockAnnotation);
     if (!lock || lock->size() < suffix.size() ||
         lock->compare(lock->size() - suffix.size(), suffix.size(), suffix) != 0) {
       co_return;

@@ -6,8 +6,8 @@
 // when asked, the owner pod) and applies the decision with a resourceVersion precondition.
 
 #include "common/result.h"
+#include "common/rfc3339.h"
 #include "scheduler/allocation.h"  // kNodeLockAnnotation
-#include "scheduler/loop_time.h"
 
 #include <chrono>
 #include <optional>

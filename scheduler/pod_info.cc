@@ -2,32 +2,20 @@
 
 #include "scheduler/framework/pod_facts.h"
 
-#include "scheduler/quantity.h"
-#include "scheduler/text.h"
+#include "common/json_access.h"
+#include "common/quantity.h"
 
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
 #include <charconv>
+#include <iterator>
+#include <utility>
 
 namespace gpuslice::scheduler {
 namespace json = boost::json;
 
 namespace {
-
-using detail::arr;
-using detail::obj;
-using detail::str;
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
 
 std::vector<std::string> comma_list(std::string_view s) {
   std::vector<std::string> out;
@@ -67,12 +55,12 @@ Result<int64_t> quantity(const json::value& v, const std::string& field) {
 // One container's requests (requests, else limits: the API server defaults requests from limits).
 Result<ResourceRequests> container_requests(const json::object& c, const std::string& where) {
   ResourceRequests r;
-  const json::object* res = obj(c, "resources");
+  const json::object* res = object_at(c, "resources");
   if (res == nullptr) {
     return r;
   }
-  const json::object* req = obj(*res, "requests");
-  const json::object* lim = obj(*res, "limits");
+  const json::object* req = object_at(*res, "requests");
+  const json::object* lim = object_at(*res, "limits");
   struct Item {
     const char* name;
     int64_t* dst;
@@ -108,24 +96,18 @@ Result<NodeSelectorRequirement> requirement(const json::value& v, const std::str
   }
   const json::object& o = v.get_object();
   NodeSelectorRequirement r;
-  r.key = str(o, "key");
-  std::string op = str(o, "operator");
-  if (op == "In") {
-    r.op = SelectorOp::in;
-  } else if (op == "NotIn") {
-    r.op = SelectorOp::not_in;
-  } else if (op == "Exists") {
-    r.op = SelectorOp::exists;
-  } else if (op == "DoesNotExist") {
-    r.op = SelectorOp::does_not_exist;
-  } else if (op == "Gt") {
-    r.op = SelectorOp::gt;
-  } else if (op == "Lt") {
-    r.op = SelectorOp::lt;
-  } else {
+  r.key = string_at(o, "key");
+  const std::string op = string_at(o, "operator");
+  static constexpr std::pair<std::string_view, SelectorOp> kOps[] = {
+      {"In", SelectorOp::in},         {"NotIn", SelectorOp::not_in},
+      {"Exists", SelectorOp::exists}, {"DoesNotExist", SelectorOp::does_not_exist},
+      {"Gt", SelectorOp::gt},         {"Lt", SelectorOp::lt}};
+  const auto* known = std::find_if(std::begin(kOps), std::end(kOps), [&](const auto& e) { return e.first == op; });
+  if (known == std::end(kOps)) {
     return make_error(at + ".operator: \"" + op + "\" is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt");
   }
-  if (const json::array* vals = arr(o, "values")) {
+  r.op = known->second;
+  if (const json::array* vals = array_at(o, "values")) {
     for (const json::value& x : *vals) {
       r.values.push_back(value_text(x));
     }
@@ -197,13 +179,13 @@ Result<ScoringWeights> parse_scoring_weights(std::string_view text) {
 
 Result<ResourceRequests> pod_requests(const json::object& pod) {
   ResourceRequests total;
-  const json::object* spec = obj(pod, "spec");
+  const json::object* spec = object_at(pod, "spec");
   if (spec == nullptr) {
     return total;
   }
   ResourceRequests init_max;
   for (const char* key : {"containers", "initContainers"}) {
-    const json::array* cs = arr(*spec, key);
+    const json::array* cs = array_at(*spec, key);
     if (cs == nullptr) {
       continue;
     }
@@ -232,7 +214,7 @@ Result<ResourceRequests> pod_requests(const json::object& pod) {
   total.cpu_milli = std::max(total.cpu_milli, init_max.cpu_milli);
   total.memory_bytes = std::max(total.memory_bytes, init_max.memory_bytes);
   total.ephemeral_bytes = std::max(total.ephemeral_bytes, init_max.ephemeral_bytes);
-  if (const json::object* oh = obj(*spec, "overhead")) {
+  if (const json::object* oh = object_at(*spec, "overhead")) {
     json::object wrapper;
     wrapper["resources"] = json::object{{"requests", *oh}};
     auto r = container_requests(wrapper, "spec.overhead");
@@ -255,7 +237,7 @@ Result<std::vector<NodeSelectorTerm>> parse_node_selector_terms(const json::arra
     }
     NodeSelectorTerm term;
     for (const char* key : {"matchExpressions", "matchFields"}) {
-      const json::array* exprs = arr(terms[ti].get_object(), key);
+      const json::array* exprs = array_at(terms[ti].get_object(), key);
       size_t ei = 0;
       for (const json::value& ev : exprs ? *exprs : json::array{}) {
         auto r = requirement(ev, where + "." + key + "[" + std::to_string(ei++) + "]");
@@ -273,23 +255,23 @@ Result<std::vector<NodeSelectorTerm>> parse_node_selector_terms(const json::arra
 
 Result<PodInfo> parse_pod(const json::object& pod, const DeviceConfig& devices) {
   PodInfo p;
-  const json::object* meta = obj(pod, "metadata");
+  const json::object* meta = object_at(pod, "metadata");
   if (meta == nullptr) {
     return make_error("metadata: missing");
   }
-  p.name = str(*meta, "name");
+  p.name = string_at(*meta, "name");
   if (p.name.empty()) {
     return make_error("metadata.name: missing");
   }
-  p.ns = str(*meta, "namespace");
+  p.ns = string_at(*meta, "namespace");
   if (p.ns.empty()) {
     p.ns = "default";
   }
-  p.uid = str(*meta, "uid");
+  p.uid = string_at(*meta, "uid");
   auto fail = [&](const std::string& m) { return make_error("pod " + p.ns + "/" + p.name + ": " + m); };
 
   static const json::object kEmpty;
-  const json::object* annotations = obj(*meta, "annotations");
+  const json::object* annotations = object_at(*meta, "annotations");
   if (annotations == nullptr) {
     annotations = &kEmpty;
   }
@@ -301,18 +283,18 @@ Result<PodInfo> parse_pod(const json::object& pod, const DeviceConfig& devices) 
     return std::string(v->get_string());
   };
 
-  const json::object* spec = obj(pod, "spec");
+  const json::object* spec = object_at(pod, "spec");
   if (spec != nullptr) {
-    if (const json::object* ns = obj(*spec, "nodeSelector")) {
+    if (const json::object* ns = object_at(*spec, "nodeSelector")) {
       for (const auto& kv : *ns) {
         p.node_selector.emplace(std::string(kv.key()), value_text(kv.value()));
       }
     }
-    const json::object* aff = obj(*spec, "affinity");
-    const json::object* na = aff ? obj(*aff, "nodeAffinity") : nullptr;
-    const json::object* req = na ? obj(*na, "requiredDuringSchedulingIgnoredDuringExecution") : nullptr;
+    const json::object* aff = object_at(*spec, "affinity");
+    const json::object* na = aff ? object_at(*aff, "nodeAffinity") : nullptr;
+    const json::object* req = na ? object_at(*na, "requiredDuringSchedulingIgnoredDuringExecution") : nullptr;
     if (req != nullptr) {
-      const json::array* terms = arr(*req, "nodeSelectorTerms");
+      const json::array* terms = array_at(*req, "nodeSelectorTerms");
       size_t ti = 0;
       for (const json::value& tv : terms ? *terms : json::array{}) {
         std::string at =
@@ -323,7 +305,7 @@ Result<PodInfo> parse_pod(const json::object& pod, const DeviceConfig& devices) 
         }
         NodeSelectorTerm term;
         for (const char* key : {"matchExpressions", "matchFields"}) {
-          const json::array* exprs = arr(tv.get_object(), key);
+          const json::array* exprs = array_at(tv.get_object(), key);
           size_t ei = 0;
           for (const json::value& ev : exprs ? *exprs : json::array{}) {
             auto r = requirement(ev, at + "." + key + "[" + std::to_string(ei++) + "]");
@@ -338,12 +320,12 @@ Result<PodInfo> parse_pod(const json::object& pod, const DeviceConfig& devices) 
         ++ti;
       }
     }
-    if (const json::array* pref = na ? arr(*na, "preferredDuringSchedulingIgnoredDuringExecution") : nullptr) {
+    if (const json::array* pref = na ? array_at(*na, "preferredDuringSchedulingIgnoredDuringExecution") : nullptr) {
       for (size_t i = 0; i < pref->size(); ++i) {
         std::string at =
             "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[" + std::to_string(i) + "]";
         const json::object* w = (*pref)[i].is_object() ? &(*pref)[i].get_object() : nullptr;
-        const json::object* pt = w ? obj(*w, "preference") : nullptr;
+        const json::object* pt = w ? object_at(*w, "preference") : nullptr;
         if (pt == nullptr) {
           return fail(at + ".preference: missing");
         }
@@ -360,17 +342,17 @@ Result<PodInfo> parse_pod(const json::object& pod, const DeviceConfig& devices) 
         p.preferred_affinity.emplace_back(weight, std::move(terms.value()[0]));
       }
     }
-    if (const json::array* tols = arr(*spec, "tolerations")) {
+    if (const json::array* tols = array_at(*spec, "tolerations")) {
       for (const json::value& tv : *tols) {
         if (!tv.is_object()) {
           continue;
         }
         const json::object& t = tv.get_object();
         Toleration tol;
-        tol.key = str(t, "key");
-        tol.op_exists = str(t, "operator") == "Exists";
-        tol.value = str(t, "value");
-        tol.effect = str(t, "effect");
+        tol.key = string_at(t, "key");
+        tol.op_exists = string_at(t, "operator") == "Exists";
+        tol.value = string_at(t, "value");
+        tol.effect = string_at(t, "effect");
         p.tolerations.push_back(std::move(tol));
       }
     }

@@ -1,7 +1,7 @@
 #include "scheduler/snapshot.h"
 
-#include "scheduler/quantity.h"
-#include "scheduler/text.h"
+#include "common/json_access.h"
+#include "common/quantity.h"
 
 #include <boost/json/serialize.hpp>
 
@@ -179,22 +179,8 @@ double node_score(const NodeState& node) {
 
 namespace {
 
-using detail::arr;
-using detail::obj;
-using detail::str;
 std::string value_text(const json::value& v) {
   return v.is_string() ? std::string(v.get_string()) : json::serialize(v);
-}
-std::optional<std::string> annotation(const json::object& meta, std::string_view key) {
-  const json::object* a = obj(meta, "annotations");
-  if (a == nullptr) {
-    return std::nullopt;
-  }
-  const json::value* v = a->if_contains(key);
-  if (v == nullptr || !v->is_string()) {
-    return std::nullopt;
-  }
-  return std::string(v->get_string());
 }
 
 struct CardUsage {
@@ -438,8 +424,8 @@ void Snapshot::refresh_cards(NodeState& node) {
 }
 
 Status Snapshot::upsert_node(const json::object& node) {
-  const json::object* meta = obj(node, "metadata");
-  std::string name = meta ? str(*meta, "name") : std::string();
+  const json::object* meta = object_at(node, "metadata");
+  std::string name = meta ? string_at(*meta, "name") : std::string();
   if (name.empty()) {
     return make_error("node: metadata.name: missing");
   }
@@ -457,20 +443,20 @@ Status Snapshot::upsert_node(const json::object& node) {
   }
   n = NodeState{};
   n.name = name;
-  if (const json::object* labels = obj(*meta, "labels")) {
+  if (const json::object* labels = object_at(*meta, "labels")) {
     for (const auto& kv : *labels) {
       n.labels.emplace(std::string(kv.key()), value_text(kv.value()));
     }
   }
-  if (const json::object* spec = obj(node, "spec")) {
+  if (const json::object* spec = object_at(node, "spec")) {
     if (const json::value* u = spec->if_contains("unschedulable"); u != nullptr && u->is_bool()) {
       n.unschedulable = u->get_bool();
     }
-    if (const json::array* taints = arr(*spec, "taints")) {
+    if (const json::array* taints = array_at(*spec, "taints")) {
       for (const json::value& tv : *taints) {
         if (tv.is_object()) {
           const json::object& t = tv.get_object();
-          n.taints.push_back(Taint{str(t, "key"), str(t, "value"), str(t, "effect")});
+          n.taints.push_back(Taint{string_at(t, "key"), string_at(t, "value"), string_at(t, "effect")});
         }
       }
     }
@@ -480,8 +466,8 @@ Status Snapshot::upsert_node(const json::object& node) {
   } else {
     soft_tainted_nodes_.erase(name);
   }
-  if (const json::object* status = obj(node, "status")) {
-    if (const json::object* alloc = obj(*status, "allocatable")) {
+  if (const json::object* status = object_at(node, "status")) {
+    if (const json::object* alloc = object_at(*status, "allocatable")) {
       struct Item {
         std::string_view key;
         int64_t* dst;
@@ -508,10 +494,10 @@ Status Snapshot::upsert_node(const json::object& node) {
     }
   }
   std::vector<std::string> cordon;
-  if (auto c = annotation(*meta, kDeviceCordonAnnotation)) {
+  if (auto c = annotation(node, kDeviceCordonAnnotation)) {
     cordon = decode_cordon(*c);
   }
-  if (auto reg = annotation(*meta, kNodeRegisterAnnotation)) {
+  if (auto reg = annotation(node, kNodeRegisterAnnotation)) {
     n.has_register_annotation = true;
     auto devs = decode_node_devices(name, *reg);
     if (!devs.ok()) {
@@ -547,25 +533,25 @@ bool Snapshot::remove_node(std::string_view name) {
 }
 
 Status Snapshot::upsert_pod(const json::object& pod) {
-  const json::object* meta = obj(pod, "metadata");
-  std::string name = meta ? str(*meta, "name") : std::string();
+  const json::object* meta = object_at(pod, "metadata");
+  std::string name = meta ? string_at(*meta, "name") : std::string();
   if (name.empty()) {
     return make_error("pod: metadata.name: missing");
   }
-  std::string ns = str(*meta, "namespace");
+  std::string ns = string_at(*meta, "namespace");
   if (ns.empty()) {
     ns = "default";
   }
   std::string key = ns + "/" + name;
-  const json::object* spec = obj(pod, "spec");
-  const json::object* status = obj(pod, "status");
-  std::string phase = status ? str(*status, "phase") : std::string();
+  const json::object* spec = object_at(pod, "spec");
+  const json::object* status = object_at(pod, "status");
+  std::string phase = status ? string_at(*status, "phase") : std::string();
   if (phase == "Succeeded" || phase == "Failed") {
     erase(key);
     return Status::Ok();
   }
-  std::string node_name = spec ? str(*spec, "nodeName") : std::string();
-  std::string vgpu_node = annotation(*meta, kVgpuNodeAnnotation).value_or("");
+  std::string node_name = spec ? string_at(*spec, "nodeName") : std::string();
+  std::string vgpu_node = annotation(pod, kVgpuNodeAnnotation).value_or("");
   if (node_name.empty() && vgpu_node.empty()) {
     auto it = pods_.find(key);
     if (it != pods_.end() && it->second.assumed) {
@@ -585,15 +571,15 @@ Status Snapshot::upsert_pod(const json::object& pod) {
   } else {
     first_error = "pod " + key + ": " + reqs.message();
   }
-  const json::array* inits = spec ? arr(*spec, "initContainers") : nullptr;
+  const json::array* inits = spec ? array_at(*spec, "initContainers") : nullptr;
   rec.init_slots = inits ? inits->size() : 0;
   if (status != nullptr && rec.init_slots > 0) {
-    const json::array* st = arr(*status, "initContainerStatuses");
+    const json::array* st = array_at(*status, "initContainerStatuses");
     size_t done = 0;
     for (const json::value& sv : st ? *st : json::array{}) {
       const json::object* s = sv.is_object() ? &sv.get_object() : nullptr;
-      const json::object* state = s ? obj(*s, "state") : nullptr;
-      const json::object* term = state ? obj(*state, "terminated") : nullptr;
+      const json::object* state = s ? object_at(*s, "state") : nullptr;
+      const json::object* term = state ? object_at(*state, "terminated") : nullptr;
       const json::value* code = term ? term->if_contains("exitCode") : nullptr;
       if (code != nullptr && code->is_number() && code->to_number<int64_t>() == 0) {
         ++done;
@@ -602,7 +588,7 @@ Status Snapshot::upsert_pod(const json::object& pod) {
     rec.init_done = done == rec.init_slots;
   }
   if (!vgpu_node.empty()) {
-    if (auto alloc = annotation(*meta, kDevicesAllocatedAnnotation)) {
+    if (auto alloc = annotation(pod, kDevicesAllocatedAnnotation)) {
       auto devs = decode_pod_devices(*alloc);
       if (devs.ok()) {
         rec.devices = std::move(devs.value());
@@ -651,19 +637,19 @@ void Snapshot::recompute_quota_limits(const std::string& ns) {
 }
 
 Status Snapshot::upsert_quota(const json::object& quota) {
-  const json::object* meta = obj(quota, "metadata");
-  std::string name = meta ? str(*meta, "name") : std::string();
+  const json::object* meta = object_at(quota, "metadata");
+  std::string name = meta ? string_at(*meta, "name") : std::string();
   if (name.empty()) {
     return make_error("resourcequota: metadata.name: missing");
   }
-  std::string ns = str(*meta, "namespace");
+  std::string ns = string_at(*meta, "namespace");
   if (ns.empty()) {
     ns = "default";
   }
   QuotaLimits lim;
   std::string error;
-  const json::object* spec = obj(quota, "spec");
-  const json::object* hard = spec ? obj(*spec, "hard") : nullptr;
+  const json::object* spec = object_at(quota, "spec");
+  const json::object* hard = spec ? object_at(*spec, "hard") : nullptr;
   if (hard != nullptr) {
     struct Item {
       std::string key;

@@ -1,5 +1,6 @@
 #include "simulate/simulate.h"
 
+#include "common/json_access.h"
 #include "common/json_patch.h"
 #include "scheduler/schedule.h"
 #include "webhook/policy.h"
@@ -16,31 +17,12 @@ using namespace gpuslice::scheduler;  // the composition drives the scheduling c
 
 namespace {
 
-std::string kind_of(const json::object& o) {
-  const json::value* k = o.if_contains("kind");
-  return (k != nullptr && k->is_string()) ? std::string(k->get_string()) : std::string();
-}
-
-std::string meta_str(const json::object& o, std::string_view key) {
-  const json::value* m = o.if_contains("metadata");
-  if (m == nullptr || !m->is_object()) {
-    return {};
-  }
-  const json::value* v = m->get_object().if_contains(key);
-  return (v != nullptr && v->is_string()) ? std::string(v->get_string()) : std::string();
-}
-
 bool bound(const json::object& pod) {
-  const json::value* s = pod.if_contains("spec");
-  if (s != nullptr && s->is_object()) {
-    const json::value* n = s->get_object().if_contains("nodeName");
-    if (n != nullptr && n->is_string() && !n->get_string().empty()) {
-      return true;
-    }
+  if (!string_at_pointer(pod, "/spec/nodeName").empty()) {
+    return true;
   }
-  const json::value* m = pod.if_contains("metadata");
-  const json::value* a = (m != nullptr && m->is_object()) ? m->get_object().if_contains("annotations") : nullptr;
-  return a != nullptr && a->is_object() && a->get_object().contains(kVgpuNodeAnnotation);
+  const json::object* a = annotations_of(pod);
+  return a != nullptr && a->contains(kVgpuNodeAnnotation);
 }
 
 struct CardPods {
@@ -74,7 +56,7 @@ Result<SimulationResult> simulate(const SimulationInput& input, const Configurat
     for (const auto& [file, manifests] : *group) {
       for (const Manifest& m : manifests) {
         std::string at = file + ": document " + std::to_string(m.document) + ": ";
-        std::string kind = kind_of(m.object);
+        std::string kind = string_at(m.object, "kind");
         if (kind == "Node") {
           if (Status st = snap.upsert_node(m.object); !st.ok()) {
             return make_error(at + st.message());
@@ -100,9 +82,11 @@ Result<SimulationResult> simulate(const SimulationInput& input, const Configurat
             if (Status st = snap.upsert_pod(m.object); !st.ok()) {
               return make_error(at + st.message());
             }
-            std::string ns = meta_str(m.object, "namespace");
-            std::string key = (ns.empty() ? std::string("default") : ns) + "/" + meta_str(m.object, "name");
-            if (const PodRecord* rec = snap.find_pod(ns.empty() ? "default" : ns, meta_str(m.object, "name"))) {
+            std::string ns = string_at_pointer(m.object, "/metadata/namespace");
+            std::string key =
+                (ns.empty() ? std::string("default") : ns) + "/" + string_at_pointer(m.object, "/metadata/name");
+            if (const PodRecord* rec =
+                    snap.find_pod(ns.empty() ? "default" : ns, string_at_pointer(m.object, "/metadata/name"))) {
               card_pods.add(rec->gpu_node, rec->devices, key);
             }
           } else {
@@ -120,8 +104,8 @@ Result<SimulationResult> simulate(const SimulationInput& input, const Configurat
   for (const Queued& q : queue) {
     const json::object& original = q.m->object;
     SimulatedPod out;
-    out.name = meta_str(original, "name");
-    out.ns = meta_str(original, "namespace");
+    out.name = string_at_pointer(original, "/metadata/name");
+    out.ns = string_at_pointer(original, "/metadata/namespace");
     if (out.ns.empty()) {
       out.ns = "default";
     }

@@ -1,6 +1,7 @@
 #include "webhook/admission.h"
 
 #include "common/base64.h"
+#include "common/json_access.h"
 
 #include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parser.hpp>
@@ -39,11 +40,6 @@ const char* json_kind(const json::value& v) {
       return "object";
   }
   return "value";
-}
-
-std::string_view string_or_empty(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
 }
 
 // Decodes into values owned by `sp`, so review() can parse into a stack buffer and drop it at once.
@@ -85,15 +81,15 @@ Result<AdmissionRequest> decode(std::string_view body, json::storage_ptr sp) {
 
   std::string_view kind_kind;
   if (const json::value* k = request->if_contains("kind"); k != nullptr && k->is_object()) {
-    kind_kind = string_or_empty(k->get_object(), "kind");
+    kind_kind = string_view_at(k->get_object(), "kind");
   }
   const json::value* dry = request->if_contains("dryRun");
   // Aggregate initialisation move-constructs `object`, which keeps its storage: no copy of the pod.
   return AdmissionRequest{std::string(api->get_string()),
                           std::string(uid->get_string()),
                           std::string(kind_kind),
-                          std::string(string_or_empty(*request, "namespace")),
-                          std::string(string_or_empty(*request, "operation")),
+                          std::string(string_view_at(*request, "namespace")),
+                          std::string(string_view_at(*request, "operation")),
                           dry != nullptr && dry->is_bool() && dry->get_bool(),
                           json::value(std::move(*object))};
 }

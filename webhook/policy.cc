@@ -1,6 +1,7 @@
 #include "webhook/policy.h"
 
 #include "common/gpu_request.h"
+#include "common/json_access.h"
 
 #include <boost/json/serialize.hpp>
 
@@ -20,16 +21,6 @@ constexpr std::string_view kIgnoreValue = "ignore";
 constexpr std::string_view kTaskPriorityEnv = "CUDA_TASK_PRIORITY";
 constexpr std::string_view kCorePolicyEnv = "GPU_CORE_UTILIZATION_POLICY";
 constexpr std::string_view kVisibleDevicesEnv = "NVIDIA_VISIBLE_DEVICES";
-
-const json::object* object_at(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v != nullptr ? v->if_object() : nullptr;
-}
-
-const json::array* array_at(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v != nullptr ? v->if_array() : nullptr;
-}
 
 // Quotes a value for a message: strings in double quotes, anything else as its JSON text.
 std::string show(const json::value& v) {

@@ -1,7 +1,7 @@
 #include "scheduler/framework/cluster_objects.h"
 
-#include "scheduler/quantity.h"
-#include "scheduler/text.h"
+#include "common/json_access.h"
+#include "common/quantity.h"
 
 #include <boost/json/serialize.hpp>
 
@@ -11,25 +11,22 @@
 
 namespace gpuslice::scheduler {
 namespace json = boost::json;
-using detail::arr;
-using detail::obj;
-using detail::str;
 
 namespace {
 
 std::string name_of(const json::object& o) {
-  const json::object* m = obj(o, "metadata");
-  return m ? str(*m, "name") : std::string();
+  const json::object* m = object_at(o, "metadata");
+  return m ? string_at(*m, "name") : std::string();
 }
 std::string ns_of(const json::object& o) {
-  const json::object* m = obj(o, "metadata");
-  std::string ns = m ? str(*m, "namespace") : std::string();
+  const json::object* m = object_at(o, "metadata");
+  std::string ns = m ? string_at(*m, "namespace") : std::string();
   return ns.empty() ? "default" : ns;
 }
 
 uint8_t access_modes(const json::object& spec) {
   uint8_t m = 0;
-  if (const json::array* a = arr(spec, "accessModes")) {
+  if (const json::array* a = array_at(spec, "accessModes")) {
     for (const json::value& v : *a) {
       if (!v.is_string()) {
         continue;
@@ -69,8 +66,8 @@ Status ClusterObjects::upsert_namespace(const json::object& ns) {
     return make_error("namespace: metadata.name: missing");
   }
   Labels labels;
-  if (const json::object* m = obj(ns, "metadata")) {
-    if (const json::object* l = obj(*m, "labels")) {
+  if (const json::object* m = object_at(ns, "metadata")) {
+    if (const json::object* l = object_at(*m, "labels")) {
       for (const auto& kv : *l) {
         labels.emplace(std::string(kv.key()),
                        kv.value().is_string() ? std::string(kv.value().get_string()) : json::serialize(kv.value()));
@@ -99,19 +96,19 @@ Status ClusterObjects::upsert_claim(const json::object& pvc) {
   }
   const std::string key = c.ns + "/" + c.name;
   claims_.erase(key);
-  const json::object* meta = obj(pvc, "metadata");
+  const json::object* meta = object_at(pvc, "metadata");
   const json::value* del = meta ? meta->if_contains("deletionTimestamp") : nullptr;
   c.deleting = del != nullptr && !del->is_null();
-  if (const json::object* ann = meta ? obj(*meta, "annotations") : nullptr) {
-    c.selected_node = str(*ann, kSelectedNodeAnnotation);
+  if (const json::object* ann = meta ? object_at(*meta, "annotations") : nullptr) {
+    c.selected_node = string_at(*ann, kSelectedNodeAnnotation);
   }
-  if (const json::object* spec = obj(pvc, "spec")) {
-    c.volume_name = str(*spec, "volumeName");
-    c.storage_class = str(*spec, "storageClassName");
+  if (const json::object* spec = object_at(pvc, "spec")) {
+    c.volume_name = string_at(*spec, "volumeName");
+    c.storage_class = string_at(*spec, "storageClassName");
     c.access_modes = access_modes(*spec);
-    c.block = str(*spec, "volumeMode") == "Block";
-    const json::object* res = obj(*spec, "resources");
-    auto b = storage_bytes(res ? obj(*res, "requests") : nullptr, "requests",
+    c.block = string_at(*spec, "volumeMode") == "Block";
+    const json::object* res = object_at(*spec, "resources");
+    auto b = storage_bytes(res ? object_at(*res, "requests") : nullptr, "requests",
                            "persistentvolumeclaim " + key + ": spec.resources");
     if (!b.ok()) {
       return b.error();
@@ -134,37 +131,37 @@ Status ClusterObjects::upsert_volume(const json::object& pv) {
   }
   volumes_.erase(v.name);
   const std::string at = "persistentvolume " + v.name + ": ";
-  if (const json::object* meta = obj(pv, "metadata")) {
-    if (const json::object* l = obj(*meta, "labels")) {
+  if (const json::object* meta = object_at(pv, "metadata")) {
+    if (const json::object* l = object_at(*meta, "labels")) {
       for (const char* k : {"topology.kubernetes.io/zone", "topology.kubernetes.io/region",
                             "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region"}) {
-        std::string val = str(*l, k);
+        std::string val = string_at(*l, k);
         if (!val.empty()) {
           v.zone_labels.emplace(k, val);
         }
       }
     }
   }
-  if (const json::object* spec = obj(pv, "spec")) {
-    v.storage_class = str(*spec, "storageClassName");
+  if (const json::object* spec = object_at(pv, "spec")) {
+    v.storage_class = string_at(*spec, "storageClassName");
     v.access_modes = access_modes(*spec);
-    v.block = str(*spec, "volumeMode") == "Block";
-    auto cap = storage_bytes(obj(*spec, "capacity"), "capacity", at + "spec");
+    v.block = string_at(*spec, "volumeMode") == "Block";
+    auto cap = storage_bytes(object_at(*spec, "capacity"), "capacity", at + "spec");
     if (!cap.ok()) {
       return cap.error();
     }
     v.capacity_bytes = cap.value();
-    if (const json::object* csi = obj(*spec, "csi")) {
-      v.csi_driver = str(*csi, "driver");
-      v.csi_handle = str(*csi, "volumeHandle");
+    if (const json::object* csi = object_at(*spec, "csi")) {
+      v.csi_driver = string_at(*csi, "driver");
+      v.csi_handle = string_at(*csi, "volumeHandle");
     }
-    if (const json::object* ref = obj(*spec, "claimRef")) {
-      v.claim_name = str(*ref, "name");
-      v.claim_ns = str(*ref, "namespace");
+    if (const json::object* ref = object_at(*spec, "claimRef")) {
+      v.claim_name = string_at(*ref, "name");
+      v.claim_ns = string_at(*ref, "namespace");
     }
-    const json::object* na = obj(*spec, "nodeAffinity");
-    const json::object* req = na ? obj(*na, "required") : nullptr;
-    if (const json::array* terms = req ? arr(*req, "nodeSelectorTerms") : nullptr) {
+    const json::object* na = object_at(*spec, "nodeAffinity");
+    const json::object* req = na ? object_at(*na, "required") : nullptr;
+    if (const json::array* terms = req ? array_at(*req, "nodeSelectorTerms") : nullptr) {
       auto t = parse_node_selector_terms(*terms, at + "spec.nodeAffinity.required.nodeSelectorTerms");
       if (!t.ok()) {
         return t.error();
@@ -175,8 +172,8 @@ Status ClusterObjects::upsert_volume(const json::object& pv) {
       }
     }
   }
-  if (const json::object* st = obj(pv, "status")) {
-    v.phase = str(*st, "phase");
+  if (const json::object* st = object_at(pv, "status")) {
+    v.phase = string_at(*st, "phase");
   }
   volumes_.emplace(v.name, std::move(v));
   return Status::Ok();
@@ -198,25 +195,25 @@ Status ClusterObjects::upsert_storage_class(const json::object& sc) {
     return make_error("storageclass: metadata.name: missing");
   }
   classes_.erase(c.name);
-  c.provisioner = str(sc, "provisioner");
-  const std::string mode = str(sc, "volumeBindingMode");
+  c.provisioner = string_at(sc, "provisioner");
+  const std::string mode = string_at(sc, "volumeBindingMode");
   if (mode == "WaitForFirstConsumer") {
     c.wait_for_first_consumer = true;
   } else if (!mode.empty() && mode != "Immediate") {
     return make_error("storageclass " + c.name + ": volumeBindingMode: \"" + mode +
                       "\" is not Immediate or WaitForFirstConsumer");
   }
-  if (const json::array* terms = arr(sc, "allowedTopologies")) {
+  if (const json::array* terms = array_at(sc, "allowedTopologies")) {
     for (const json::value& tv : *terms) {
       std::vector<TopologySelectorRequirement> term;
-      const json::array* exprs = tv.is_object() ? arr(tv.get_object(), "matchLabelExpressions") : nullptr;
+      const json::array* exprs = tv.is_object() ? array_at(tv.get_object(), "matchLabelExpressions") : nullptr;
       for (const json::value& ev : exprs ? *exprs : json::array{}) {
         if (!ev.is_object()) {
           continue;
         }
         TopologySelectorRequirement r;
-        r.key = str(ev.get_object(), "key");
-        if (const json::array* vals = arr(ev.get_object(), "values")) {
+        r.key = string_at(ev.get_object(), "key");
+        if (const json::array* vals = array_at(ev.get_object(), "values")) {
           for (const json::value& x : *vals) {
             if (x.is_string()) {
               r.values.emplace_back(x.get_string());
@@ -247,17 +244,17 @@ Status ClusterObjects::upsert_csi_node(const json::object& csinode) {
     return make_error("csinode: metadata.name: missing");
   }
   std::map<std::string, int64_t, std::less<>> limits;
-  const json::object* spec = obj(csinode, "spec");
-  if (const json::array* drivers = spec ? arr(*spec, "drivers") : nullptr) {
+  const json::object* spec = object_at(csinode, "spec");
+  if (const json::array* drivers = spec ? array_at(*spec, "drivers") : nullptr) {
     for (const json::value& dv : *drivers) {
       if (!dv.is_object()) {
         continue;
       }
       const json::object& d = dv.get_object();
-      const json::object* alloc = obj(d, "allocatable");
+      const json::object* alloc = object_at(d, "allocatable");
       const json::value* count = alloc ? alloc->if_contains("count") : nullptr;
       if (count != nullptr && count->is_number()) {
-        limits[str(d, "name")] = count->to_number<int64_t>();
+        limits[string_at(d, "name")] = count->to_number<int64_t>();
       }
     }
   }

@@ -1,6 +1,6 @@
 #include "scheduler/framework/pod_facts.h"
 
-#include "scheduler/text.h"
+#include "common/json_access.h"
 
 #include <boost/json/serialize.hpp>
 
@@ -13,9 +13,6 @@
 
 namespace gpuslice::scheduler {
 namespace json = boost::json;
-using detail::arr;
-using detail::obj;
-using detail::str;
 
 namespace {
 
@@ -57,27 +54,27 @@ void add_label_keys(LabelSelector& sel, const json::array* keys, const Labels& l
 
 Result<PodAffinityTerm> parse_term(const json::object& t, const Labels& own, const std::string& at) {
   PodAffinityTerm term;
-  term.topology_key = str(t, "topologyKey");
+  term.topology_key = string_at(t, "topologyKey");
   if (term.topology_key.empty()) {
     return make_error(at + ".topologyKey: must be set");
   }
-  if (const json::object* s = obj(t, "labelSelector")) {
+  if (const json::object* s = object_at(t, "labelSelector")) {
     auto sel = parse_label_selector(*s, at + ".labelSelector");
     if (!sel.ok()) {
       return sel.error();
     }
     term.selector = std::move(sel.value());
   }
-  add_label_keys(term.selector, arr(t, "matchLabelKeys"), own, LabelSelector::Op::in);
-  add_label_keys(term.selector, arr(t, "mismatchLabelKeys"), own, LabelSelector::Op::not_in);
-  if (const json::array* nss = arr(t, "namespaces")) {
+  add_label_keys(term.selector, array_at(t, "matchLabelKeys"), own, LabelSelector::Op::in);
+  add_label_keys(term.selector, array_at(t, "mismatchLabelKeys"), own, LabelSelector::Op::not_in);
+  if (const json::array* nss = array_at(t, "namespaces")) {
     for (const json::value& n : *nss) {
       if (n.is_string()) {
         term.namespaces.emplace_back(n.get_string());
       }
     }
   }
-  if (const json::object* s = obj(t, "namespaceSelector")) {
+  if (const json::object* s = object_at(t, "namespaceSelector")) {
     auto sel = parse_label_selector(*s, at + ".namespaceSelector");
     if (!sel.ok()) {
       return sel.error();
@@ -92,7 +89,7 @@ Status parse_terms(const json::object* holder, const char* field, const Labels& 
   if (holder == nullptr) {
     return Status::Ok();
   }
-  if (const json::array* req = arr(*holder, "requiredDuringSchedulingIgnoredDuringExecution")) {
+  if (const json::array* req = array_at(*holder, "requiredDuringSchedulingIgnoredDuringExecution")) {
     for (size_t i = 0; i < req->size(); ++i) {
       std::string where =
           at + "." + field + ".requiredDuringSchedulingIgnoredDuringExecution[" + std::to_string(i) + "]";
@@ -106,7 +103,7 @@ Status parse_terms(const json::object* holder, const char* field, const Labels& 
       required->push_back(std::move(t.value()));
     }
   }
-  if (const json::array* pref = arr(*holder, "preferredDuringSchedulingIgnoredDuringExecution")) {
+  if (const json::array* pref = array_at(*holder, "preferredDuringSchedulingIgnoredDuringExecution")) {
     for (size_t i = 0; i < pref->size(); ++i) {
       std::string where =
           at + "." + field + ".preferredDuringSchedulingIgnoredDuringExecution[" + std::to_string(i) + "]";
@@ -114,7 +111,7 @@ Status parse_terms(const json::object* holder, const char* field, const Labels& 
         return make_error(where + ": must be an object");
       }
       const json::object& w = (*pref)[i].get_object();
-      const json::object* pt = obj(w, "podAffinityTerm");
+      const json::object* pt = object_at(w, "podAffinityTerm");
       if (pt == nullptr) {
         return make_error(where + ".podAffinityTerm: missing");
       }
@@ -168,13 +165,13 @@ bool LabelSelector::matches(const Labels& labels) const {
 
 Result<LabelSelector> parse_label_selector(const json::object& selector, const std::string& at) {
   LabelSelector sel = LabelSelector::everything();
-  if (const json::object* ml = obj(selector, "matchLabels")) {
+  if (const json::object* ml = object_at(selector, "matchLabels")) {
     for (const auto& kv : *ml) {
       sel.requirements.push_back(
           LabelSelector::Requirement{std::string(kv.key()), LabelSelector::Op::in, {text(kv.value())}});
     }
   }
-  if (const json::array* me = arr(selector, "matchExpressions")) {
+  if (const json::array* me = array_at(selector, "matchExpressions")) {
     for (size_t i = 0; i < me->size(); ++i) {
       std::string where = at + ".matchExpressions[" + std::to_string(i) + "]";
       if (!(*me)[i].is_object()) {
@@ -182,11 +179,11 @@ Result<LabelSelector> parse_label_selector(const json::object& selector, const s
       }
       const json::object& e = (*me)[i].get_object();
       LabelSelector::Requirement r;
-      r.key = str(e, "key");
+      r.key = string_at(e, "key");
       if (r.key.empty()) {
         return make_error(where + ".key: must be set");
       }
-      const std::string op = str(e, "operator");
+      const std::string op = string_at(e, "operator");
       if (op == "In") {
         r.op = LabelSelector::Op::in;
       } else if (op == "NotIn") {
@@ -198,7 +195,7 @@ Result<LabelSelector> parse_label_selector(const json::object& selector, const s
       } else {
         return make_error(where + ".operator: \"" + op + "\" is not one of In, NotIn, Exists, DoesNotExist");
       }
-      if (const json::array* vals = arr(e, "values")) {
+      if (const json::array* vals = array_at(e, "values")) {
         for (const json::value& v : *vals) {
           r.values.push_back(text(v));
         }
@@ -234,9 +231,9 @@ std::shared_ptr<const PodFacts> empty_pod_facts() {
 
 Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod) {
   PodFacts f;
-  const json::object* meta = obj(pod, "metadata");
+  const json::object* meta = object_at(pod, "metadata");
   if (meta != nullptr) {
-    if (const json::object* l = obj(*meta, "labels")) {
+    if (const json::object* l = object_at(*meta, "labels")) {
       for (const auto& kv : *l) {
         f.labels.emplace(std::string(kv.key()), text(kv.value()));
       }
@@ -244,27 +241,27 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
     const json::value* del = meta->if_contains("deletionTimestamp");
     f.terminating = del != nullptr && !del->is_null();
   }
-  const json::object* spec = obj(pod, "spec");
+  const json::object* spec = object_at(pod, "spec");
   if (spec == nullptr) {
     if (f.labels.empty() && !f.terminating) {
       return empty_pod_facts();
     }
     return std::shared_ptr<const PodFacts>(std::make_shared<PodFacts>(std::move(f)));
   }
-  f.node_name = str(*spec, "nodeName");
-  if (const json::object* aff = obj(*spec, "affinity")) {
-    if (auto st = parse_terms(obj(*aff, "podAffinity"), "podAffinity", f.labels, "spec.affinity", &f.affinity,
+  f.node_name = string_at(*spec, "nodeName");
+  if (const json::object* aff = object_at(*spec, "affinity")) {
+    if (auto st = parse_terms(object_at(*aff, "podAffinity"), "podAffinity", f.labels, "spec.affinity", &f.affinity,
                               &f.preferred_affinity);
         !st) {
       return st.error();
     }
-    if (auto st = parse_terms(obj(*aff, "podAntiAffinity"), "podAntiAffinity", f.labels, "spec.affinity",
+    if (auto st = parse_terms(object_at(*aff, "podAntiAffinity"), "podAntiAffinity", f.labels, "spec.affinity",
                               &f.anti_affinity, &f.preferred_anti_affinity);
         !st) {
       return st.error();
     }
   }
-  if (const json::array* tsc = arr(*spec, "topologySpreadConstraints")) {
+  if (const json::array* tsc = array_at(*spec, "topologySpreadConstraints")) {
     for (size_t i = 0; i < tsc->size(); ++i) {
       std::string at = "spec.topologySpreadConstraints[" + std::to_string(i) + "]";
       if (!(*tsc)[i].is_object()) {
@@ -278,11 +275,11 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
                           (c.if_contains("maxSkew") ? json::serialize(c.at("maxSkew")) : std::string("nothing")));
       }
       sc.max_skew = static_cast<int32_t>(*skew);
-      sc.topology_key = str(c, "topologyKey");
+      sc.topology_key = string_at(c, "topologyKey");
       if (sc.topology_key.empty()) {
         return make_error(at + ".topologyKey: must be set");
       }
-      const std::string when = str(c, "whenUnsatisfiable");
+      const std::string when = string_at(c, "whenUnsatisfiable");
       if (when == "DoNotSchedule" || when.empty()) {
         sc.hard = true;
       } else if (when == "ScheduleAnyway") {
@@ -290,14 +287,14 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
       } else {
         return make_error(at + ".whenUnsatisfiable: \"" + when + "\" is not DoNotSchedule or ScheduleAnyway");
       }
-      if (const json::object* s = obj(c, "labelSelector")) {
+      if (const json::object* s = object_at(c, "labelSelector")) {
         auto sel = parse_label_selector(*s, at + ".labelSelector");
         if (!sel.ok()) {
           return sel.error();
         }
         sc.selector = std::move(sel.value());
       }
-      add_label_keys(sc.selector, arr(c, "matchLabelKeys"), f.labels, LabelSelector::Op::in);
+      add_label_keys(sc.selector, array_at(c, "matchLabelKeys"), f.labels, LabelSelector::Op::in);
       if (c.if_contains("minDomains") != nullptr && !c.at("minDomains").is_null()) {
         auto md = integer(c, "minDomains");
         if (!md || *md <= 0) {
@@ -307,7 +304,7 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
       }
       for (auto [field, dst, def] : {std::tuple{"nodeAffinityPolicy", &sc.honor_node_affinity, true},
                                      std::tuple{"nodeTaintsPolicy", &sc.honor_node_taints, false}}) {
-        const std::string v = str(c, field);
+        const std::string v = string_at(c, field);
         if (v.empty()) {
           *dst = def;
         } else if (v == "Honor" || v == "Ignore") {
@@ -319,10 +316,10 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
       f.spread.push_back(std::move(sc));
     }
   }
-  if (const json::array* cs = arr(*spec, "containers")) {
+  if (const json::array* cs = array_at(*spec, "containers")) {
     for (size_t ci = 0; ci < cs->size(); ++ci) {
       const json::object* c = (*cs)[ci].is_object() ? &(*cs)[ci].get_object() : nullptr;
-      const json::array* ports = c ? arr(*c, "ports") : nullptr;
+      const json::array* ports = c ? array_at(*c, "ports") : nullptr;
       for (size_t pi = 0; ports != nullptr && pi < ports->size(); ++pi) {
         const json::object* p = (*ports)[pi].is_object() ? &(*ports)[pi].get_object() : nullptr;
         if (p == nullptr) {
@@ -338,59 +335,59 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
         }
         HostPort h;
         h.port = static_cast<int32_t>(*hp);
-        if (std::string ip = str(*p, "hostIP"); !ip.empty()) {
+        if (std::string ip = string_at(*p, "hostIP"); !ip.empty()) {
           h.ip = ip;
         }
-        if (std::string proto = str(*p, "protocol"); !proto.empty()) {
+        if (std::string proto = string_at(*p, "protocol"); !proto.empty()) {
           h.protocol = proto;
         }
         f.host_ports.push_back(std::move(h));
       }
     }
   }
-  const std::string pod_name = meta ? str(*meta, "name") : std::string();
-  if (const json::array* vols = arr(*spec, "volumes")) {
+  const std::string pod_name = meta ? string_at(*meta, "name") : std::string();
+  if (const json::array* vols = array_at(*spec, "volumes")) {
     for (const json::value& vv : *vols) {
       if (!vv.is_object()) {
         continue;
       }
       const json::object& v = vv.get_object();
-      if (const json::object* pvc = obj(v, "persistentVolumeClaim")) {
-        f.claims.push_back(str(*pvc, "claimName"));
-      } else if (obj(v, "ephemeral") != nullptr) {
-        f.claims.push_back(pod_name + "-" + str(v, "name"));  // generic ephemeral volume's PVC name
-      } else if (const json::object* g = obj(v, "gcePersistentDisk")) {
+      if (const json::object* pvc = object_at(v, "persistentVolumeClaim")) {
+        f.claims.push_back(string_at(*pvc, "claimName"));
+      } else if (object_at(v, "ephemeral") != nullptr) {
+        f.claims.push_back(pod_name + "-" + string_at(v, "name"));  // generic ephemeral volume's PVC name
+      } else if (const json::object* g = object_at(v, "gcePersistentDisk")) {
         f.disks.push_back(
             DiskVolume{"gce",
-                       str(*g, "pdName"),
+                       string_at(*g, "pdName"),
                        g->if_contains("readOnly") && g->at("readOnly").is_bool() && g->at("readOnly").get_bool(),
                        {}});
-      } else if (const json::object* a = obj(v, "awsElasticBlockStore")) {
-        f.disks.push_back(DiskVolume{"aws", str(*a, "volumeID"), false, {}});
-      } else if (const json::object* r = obj(v, "rbd")) {
-        std::string pool = str(*r, "pool");
+      } else if (const json::object* a = object_at(v, "awsElasticBlockStore")) {
+        f.disks.push_back(DiskVolume{"aws", string_at(*a, "volumeID"), false, {}});
+      } else if (const json::object* r = object_at(v, "rbd")) {
+        std::string pool = string_at(*r, "pool");
         DiskVolume d{"rbd",
-                     (pool.empty() ? std::string("rbd") : pool) + "/" + str(*r, "image"),
+                     (pool.empty() ? std::string("rbd") : pool) + "/" + string_at(*r, "image"),
                      r->if_contains("readOnly") && r->at("readOnly").is_bool() && r->at("readOnly").get_bool(),
                      {}};
-        if (const json::array* mons = arr(*r, "monitors")) {
+        if (const json::array* mons = array_at(*r, "monitors")) {
           for (const json::value& m : *mons) {
             d.monitors.push_back(text(m));
           }
         }
         f.disks.push_back(std::move(d));
-      } else if (const json::object* i = obj(v, "iscsi")) {
+      } else if (const json::object* i = object_at(v, "iscsi")) {
         f.disks.push_back(
             DiskVolume{"iscsi",
-                       str(*i, "iqn"),
+                       string_at(*i, "iqn"),
                        i->if_contains("readOnly") && i->at("readOnly").is_bool() && i->at("readOnly").get_bool(),
                        {}});
-      } else if (const json::object* csi = obj(v, "csi")) {
-        f.inline_csi_drivers.push_back(str(*csi, "driver"));
+      } else if (const json::object* csi = object_at(v, "csi")) {
+        f.inline_csi_drivers.push_back(string_at(*csi, "driver"));
       }
     }
   }
-  if (const json::array* rc = arr(*spec, "resourceClaims"); rc != nullptr && !rc->empty()) {
+  if (const json::array* rc = array_at(*spec, "resourceClaims"); rc != nullptr && !rc->empty()) {
     f.dynamic_resource_claims = true;
   }
   return std::shared_ptr<const PodFacts>(std::make_shared<PodFacts>(std::move(f)));

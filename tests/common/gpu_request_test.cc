@@ -65,17 +65,6 @@ TEST_CASE("the annotation round-trips") {
   CHECK_FALSE(decode_gpu_request("[]").ok());
 }
 
-TEST_CASE("whole quantities") {
-  CHECK(parse_whole_quantity("20000").value() == 20000);
-  CHECK(parse_whole_quantity("2k").value() == 2000);
-  CHECK(parse_whole_quantity("1Ki").value() == 1024);
-  CHECK(parse_whole_quantity("3000m").value() == 3);
-  CHECK_FALSE(parse_whole_quantity("1500m").ok());
-  CHECK_FALSE(parse_whole_quantity("-1").ok());
-  CHECK_FALSE(parse_whole_quantity("1e3").ok());
-  CHECK_FALSE(parse_whole_quantity("99999999999999999999").ok());
-}
-
 TEST_CASE("kubelet's rule: the count is the nvidia.com/gpu limit, memory or cores without it is an error") {
   auto mem_only = pod(R"([{"name":"c","resources":{"limits":{"nvidia.com/gpumem":"3000"}}}])");
   CHECK(extract_gpu_request(mem_only, DeviceConfig{}).ok());  // the webhook defaults the count

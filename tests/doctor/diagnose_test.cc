@@ -84,7 +84,7 @@ const std::string kGuardMessage =
 TEST_CASE("admission errors map to named causes", "[doctor][diagnose]") {
   Names names;
   auto cause_of = [&](int code, std::string reason, std::string msg) {
-    return diagnose_admission_error(ApiFailure{code, std::move(reason), std::move(msg)}, names).cause;
+    return diagnose_admission_error(ApiError{code, std::move(reason), std::move(msg)}, names).cause;
   };
   CHECK_THAT(
       cause_of(500, "InternalError",
@@ -109,10 +109,11 @@ TEST_CASE("admission errors map to named causes", "[doctor][diagnose]") {
   CHECK_THAT(cause_of(403, "Forbidden", "pods is forbidden: User \"x\" cannot create resource \"pods\""),
              Contains("may not create pods"));
   CHECK_THAT(cause_of(404, "NotFound", "namespaces \"nope\" not found"), Contains("does not exist"));
-  CHECK_THAT(cause_of(0, "Transport", "connect 127.0.0.1:16443: Connection refused"), Contains("not reachable"));
+  CHECK_THAT(cause_of(0, gpuslice::kube::kReasonTransport, "connect 127.0.0.1:16443: Connection refused"),
+             Contains("not reachable"));
   CHECK_THAT(cause_of(418, "Teapot", "short and stout"), Contains("unrecognised"));
   // Every diagnosis carries a fix.
-  CHECK_FALSE(diagnose_admission_error(ApiFailure{500, "", "No agent available"}, names).fix.empty());
+  CHECK_FALSE(diagnose_admission_error(ApiError{500, "", "No agent available"}, names).fix.empty());
 }
 
 TEST_CASE("webhook-config: present, service-referenced, caBundle, Service port", "[doctor][webhook]") {
@@ -229,17 +230,17 @@ TEST_CASE("tls.crt from a kubernetes.io/tls Secret", "[doctor][tls]") {
 
 TEST_CASE("tunnel: No agent available fails, a dial from the worker side passes", "[doctor][tunnel]") {
   auto down =
-      check_tunnel("a-worker-0", ApiFailure{500, "InternalError", "error trying to reach service: No agent available"});
+      check_tunnel("a-worker-0", ApiError{500, "InternalError", "error trying to reach service: No agent available"});
   CHECK(down.verdict == Verdict::fail);
   CHECK_THAT(down.cause, Contains("Konnectivity agent not connected"));
-  auto up = check_tunnel("a-worker-0", ApiFailure{503, "ServiceUnavailable",
-                                                  "error trying to reach service: dial tcp 10.244.0.1:10250: connect: "
-                                                  "network is unreachable"});
+  auto up = check_tunnel("a-worker-0", ApiError{503, "ServiceUnavailable",
+                                                "error trying to reach service: dial tcp 10.244.0.1:10250: connect: "
+                                                "network is unreachable"});
   CHECK(up.verdict == Verdict::pass);
   CHECK(check_tunnel("a-worker-0", std::nullopt).verdict == Verdict::pass);
   CHECK(check_tunnel("", std::nullopt).verdict == Verdict::skip);
-  CHECK(check_tunnel("n", ApiFailure{0, "Transport", "refused"}).verdict == Verdict::skip);
-  CHECK(check_tunnel("n", ApiFailure{504, "Timeout", "context deadline exceeded"}).verdict == Verdict::fail);
+  CHECK(check_tunnel("n", ApiError{0, gpuslice::kube::kReasonTransport, "refused"}).verdict == Verdict::skip);
+  CHECK(check_tunnel("n", ApiError{504, "Timeout", "context deadline exceeded"}).verdict == Verdict::fail);
 }
 
 TEST_CASE("gpu-pod-dry-run: mutated passes, unmutated or denied fails", "[doctor][dryrun]") {
@@ -271,7 +272,7 @@ TEST_CASE("gpu-pod-dry-run: mutated passes, unmutated or denied fails", "[doctor
     CHECK_THAT(r.cause, Contains("partly"));
   }
   SECTION("refused by the guard") {
-    auto r = check_gpu_dry_run(DryRun{std::nullopt, ApiFailure{403, "Invalid", kGuardMessage}}, names);
+    auto r = check_gpu_dry_run(DryRun{std::nullopt, ApiError{403, "Invalid", kGuardMessage}}, names);
     CHECK(r.verdict == Verdict::fail);
     CHECK_THAT(r.evidence.at(0), Contains("gpuslice-scheduler-guard"));
     CHECK_THAT(r.cause, Contains("GPU pods are being held back"));
@@ -290,7 +291,7 @@ TEST_CASE("plain-pod-dry-run: untouched passes, mutated fails", "[doctor][dryrun
   auto r = check_plain_dry_run(DryRun{touched, {}}, names);
   CHECK(r.verdict == Verdict::fail);
   CHECK_THAT(r.evidence.at(2), Contains("hami.io/vgpu-devices-to-allocate"));
-  auto guard = check_plain_dry_run(DryRun{std::nullopt, ApiFailure{403, "Invalid", kGuardMessage}}, names);
+  auto guard = check_plain_dry_run(DryRun{std::nullopt, ApiError{403, "Invalid", kGuardMessage}}, names);
   CHECK(guard.verdict == Verdict::fail);
   CHECK_THAT(guard.cause, Contains("asksForGPU"));
 }
@@ -311,19 +312,20 @@ TEST_CASE("scheduler-guard: policy bound with Deny", "[doctor][guard]") {
 TEST_CASE("scheduler-lease: held and fresh", "[doctor][lease]") {
   Names names;
   auto now = std::chrono::system_clock::time_point(std::chrono::seconds(kNow));
-  LeaseObservation l{"host_abc", 15, now - std::chrono::seconds(3), now - std::chrono::seconds(100), 1};
+  gpuslice::kube::Lease l;
+  l.spec = {"host_abc", 15, /*acquire*/ now - std::chrono::seconds(100), /*renew*/ now - std::chrono::seconds(3), 1};
   auto fresh = check_lease(l, names, now);
   CHECK(fresh.verdict == Verdict::pass);
   CHECK_THAT(fresh.evidence.at(0), Contains("holder host_abc"));
 
   auto stale = l;
-  stale.renew_time = now - std::chrono::seconds(60);
+  stale.spec.renew_time = now - std::chrono::seconds(60);
   auto r = check_lease(stale, names, now);
   CHECK(r.verdict == Verdict::fail);
   CHECK_THAT(r.cause, Contains("stopped renewing 60 s ago"));
 
   auto released = l;
-  released.holder.clear();
+  released.spec.holder_identity.clear();
   CHECK_THAT(check_lease(released, names, now).cause, Contains("released"));
   CHECK(check_lease(std::nullopt, names, now).verdict == Verdict::fail);
   names.lease_name.clear();
@@ -389,13 +391,13 @@ TEST_CASE("report: text format, json format, exit code", "[doctor][report]") {
 TEST_CASE("cause ids are stable names for scripts", "[doctor][diagnose]") {
   Names names;
   auto id_of = [&](int code, std::string msg) {
-    return diagnose_admission_error(ApiFailure{code, "InternalError", std::move(msg)}, names).id;
+    return diagnose_admission_error(ApiError{code, "InternalError", std::move(msg)}, names).id;
   };
   CHECK(id_of(500, "Post \"https://x.svc:9443/mutate\": No agent available") == "agent-not-connected");
   CHECK(id_of(500, "x509: certificate signed by unknown authority") == "ca-bundle-mismatch");
   CHECK(id_of(500, "x509: certificate is valid for localhost, not x.y.svc") == "san-mismatch");
   CHECK(id_of(403, kGuardMessage) == "webhook-not-reached");
-  auto r = check_gpu_dry_run(DryRun{std::nullopt, ApiFailure{500, "InternalError", "No agent available"}}, names);
+  auto r = check_gpu_dry_run(DryRun{std::nullopt, ApiError{500, "InternalError", "No agent available"}}, names);
   CHECK(r.cause_id == "agent-not-connected");
   CHECK_THAT(format_report("t", {r}), Contains("[agent-not-connected]"));
   CHECK_THAT(format_report_json("t", {r}), Contains("\"cause_id\":\"agent-not-connected\""));
@@ -403,20 +405,19 @@ TEST_CASE("cause ids are stable names for scripts", "[doctor][diagnose]") {
 
 TEST_CASE("correlate: a guard refusal is blamed on the tunnel or on gpuslice", "[doctor][diagnose]") {
   Names names;
-  auto guard = check_gpu_dry_run(DryRun{std::nullopt, ApiFailure{403, "Invalid", kGuardMessage}}, names);
+  auto guard = check_gpu_dry_run(DryRun{std::nullopt, ApiError{403, "Invalid", kGuardMessage}}, names);
   REQUIRE(guard.cause_id == "webhook-not-reached");
 
   SECTION("agent down") {
     std::vector<CheckResult> checks{
-        check_tunnel("n", ApiFailure{500, "InternalError", "error trying to reach service: No agent available"}),
-        guard};
+        check_tunnel("n", ApiError{500, "InternalError", "error trying to reach service: No agent available"}), guard};
     correlate(checks);
     CHECK(checks[1].cause_id == "agent-not-connected");
     CHECK_THAT(checks[1].cause, Contains("held back"));
   }
   SECTION("tunnel up, gpuslice down") {
     std::vector<CheckResult> checks{
-        check_tunnel("n", ApiFailure{503, "ServiceUnavailable", "dial tcp 10.244.0.1:10250: connect: refused"}), guard};
+        check_tunnel("n", ApiError{503, "ServiceUnavailable", "dial tcp 10.244.0.1:10250: connect: refused"}), guard};
     correlate(checks);
     CHECK(checks[1].cause_id == "webhook-down");
     CHECK_THAT(checks[1].cause, Contains("gpuslice is not running"));
@@ -426,7 +427,7 @@ TEST_CASE("correlate: a guard refusal is blamed on the tunnel or on gpuslice", "
     auto other = bundle_for("gpuslice-webhook");
     std::vector<CheckResult> checks{
         check_serving_cert(ref_with_ca(other.ca_cert_pem), good.cert_pem, "test", kNow),
-        check_tunnel("n", ApiFailure{503, "ServiceUnavailable", "dial tcp 10.244.0.1:10250: connect: refused"}), guard};
+        check_tunnel("n", ApiError{503, "ServiceUnavailable", "dial tcp 10.244.0.1:10250: connect: refused"}), guard};
     correlate(checks);
     CHECK(checks[2].cause_id == "ca-bundle-mismatch");
     CHECK_THAT(checks[2].cause, Contains("held back"));

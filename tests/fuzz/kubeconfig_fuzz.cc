@@ -2,6 +2,7 @@
 // back as Errors); every file path in the result is absolute (resolved against the base directory); selecting
 // a context either fails with a message or yields a non-empty server; merging a file with itself changes
 // nothing. Also feeds the same bytes to the ExecCredential and RFC 3339 parsers.
+#include "common/rfc3339.h"
 #include "kube/auth.h"
 #include "kube/kubeconfig.h"
 
@@ -24,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (cred && cred->token.empty() && cred->client_certificate_pem.empty()) {
     std::abort();
   }
-  (void)gpuslice::kube::parse_rfc3339(text.substr(0, 64));
+  (void)gpuslice::parse_rfc3339(text.substr(0, 64));
 
   auto f = gpuslice::kube::parse_kubeconfig(text, "/base");
   if (!f) {

@@ -22,6 +22,7 @@
 
 using namespace gpuslice::kube;
 using namespace gpuslice::kube::testing;
+using gpuslice::string_at_pointer;
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
 namespace json = boost::json;
@@ -104,7 +105,7 @@ TEST_CASE("client GET: object decoded, headers sent, keep-alive connection reuse
       auto r = co_await client->get(object_path(resources::pods(), "ns", "p"));
       REQUIRE(r);
       REQUIRE(name_of(*r) == "p");
-      REQUIRE(string_at(*r, "/seen") == "/api/v1/namespaces/ns/pods/p");
+      REQUIRE(string_at_pointer(*r, "/seen") == "/api/v1/namespaces/ns/pods/p");
     }
   });
   REQUIRE(server.requests().size() == 3);
@@ -603,21 +604,21 @@ TEST_CASE("typed helpers: binding, pod status, events, leases") {
     e.regarding.name = "p";
     auto created = co_await client->create_event(e);
     REQUIRE(created);
-    REQUIRE(string_at(*created, "/eventTime") == "2026-11-30T08:00:00.000000Z");
+    REQUIRE(string_at_pointer(*created, "/eventTime") == "2026-11-30T08:00:00.000000Z");
 
     auto lease = co_await client->get_lease("kube-system", "l");
     REQUIRE(lease);
-    REQUIRE(lease->holder_identity == "a");
+    REQUIRE(lease->spec.holder_identity == "a");
     REQUIRE(lease->resource_version == "5");
     auto exists = co_await client->create_lease(*lease);
     REQUIRE_FALSE(exists);
     REQUIRE(exists.error().is_already_exists());
     Lease mine = *lease;
-    mine.holder_identity = "b";
+    mine.spec.holder_identity = "b";
     auto updated = co_await client->update_lease(mine);
     REQUIRE(updated);
     REQUIRE(updated->resource_version == "6");
-    REQUIRE(updated->holder_identity == "b");
+    REQUIRE(updated->spec.holder_identity == "b");
     lease_rv = "6";
     auto stale = co_await client->update_lease(mine);  // still carries RV 5
     REQUIRE_FALSE(stale);

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 using namespace gpuslice::kube;
+using gpuslice::string_at_pointer;
 namespace json = boost::json;
 using namespace std::chrono;
 
@@ -25,6 +26,9 @@ TEST_CASE("Status errors are decoded from the body, or synthesized from the HTTP
   REQUIRE(e.is_conflict());
   REQUIRE(e.message == "leases.coordination.k8s.io \"x\" already exists");
   REQUIRE(e.to_string() == "409 AlreadyExists: leases.coordination.k8s.io \"x\" already exists");
+  REQUIRE(ApiError{0, kReasonTimeout, "GET /api/v1/pods"}.to_string() == "Timeout: GET /api/v1/pods");
+  REQUIRE(ApiError{500, "", "No agent available"}.to_string() == "500 Error: No agent available");
+  REQUIRE(ApiError{404, "NotFound", ""}.to_string() == "404 NotFound");
 
   auto plain = decode_status_error(503, "upstream down\n");
   REQUIRE(plain.code == 503);
@@ -90,28 +94,14 @@ TEST_CASE("lists decode items, resourceVersion and continue") {
   REQUIRE_FALSE(decode_list("nope"));
 }
 
-TEST_CASE("MicroTime and Time formatting, RFC 3339 parsing") {
+TEST_CASE("MicroTime and Time are RFC 3339 with 6 and 0 fraction digits") {
+  // The codec itself, parsing included, is tested in tests/common/rfc3339_test.cc.
   REQUIRE(format_micro_time(at(1796083200, 123456)) == "2026-12-01T00:00:00.123456Z");
   REQUIRE(format_micro_time(at(0)) == "1970-01-01T00:00:00.000000Z");
   REQUIRE(format_time(at(1796083200, 999999)) == "2026-12-01T00:00:00Z");
   REQUIRE(format_micro_time(at(-1, 500000)) == "1969-12-31T23:59:59.500000Z");
-
-  auto t = parse_rfc3339("2026-12-01T00:00:00.123456Z");
-  REQUIRE(t);
-  REQUIRE(*t == at(1796083200, 123456));
-  auto off = parse_rfc3339("2026-12-01T02:30:00+02:30");
-  REQUIRE(off);
-  REQUIRE(*off == at(1796083200));
-  REQUIRE(parse_rfc3339("2026-12-01T00:00:00.1Z").value() == at(1796083200, 100000));
-  for (const char* bad : {"2026-12-01", "2026-13-01T00:00:00Z", "2026-12-01T00:00:00", "2026-12-01T00:00:00.Z",
-                          "2026-12-01T00:00:00Zjunk", "2026-12-01T00:00:00+0200", ""}) {
-    INFO(bad);
-    auto r = parse_rfc3339(bad);
-    REQUIRE_FALSE(r);
-  }
-  // Round trip through the formatter.
   const auto now = at(1800000000, 654321);
-  REQUIRE(parse_rfc3339(format_micro_time(now)).value() == now);
+  REQUIRE(gpuslice::parse_rfc3339(format_micro_time(now)).value() == now);
 }
 
 TEST_CASE("binding and PodScheduled condition patch") {
@@ -140,20 +130,20 @@ TEST_CASE("events.k8s.io/v1 Event: MicroTime, generated name, truncation") {
   e.regarding.name = "pod-x";
   e.regarding.uid = "u1";
   auto o = make_event(e);
-  REQUIRE(string_at(o, "/eventTime") == "2026-12-01T00:00:00.000042Z");
-  REQUIRE(string_at(o, "/metadata/namespace") == "team-a");
-  REQUIRE(string_at(o, "/metadata/name").rfind("pod-x.", 0) == 0);
-  REQUIRE(string_at(o, "/reportingController") == "gpuslice.io/scheduler");
-  REQUIRE(string_at(o, "/regarding/uid") == "u1");
-  REQUIRE(string_at(o, "/regarding/kind") == "Pod");
-  const std::string note = string_at(o, "/note");
+  REQUIRE(string_at_pointer(o, "/eventTime") == "2026-12-01T00:00:00.000042Z");
+  REQUIRE(string_at_pointer(o, "/metadata/namespace") == "team-a");
+  REQUIRE(string_at_pointer(o, "/metadata/name").rfind("pod-x.", 0) == 0);
+  REQUIRE(string_at_pointer(o, "/reportingController") == "gpuslice.io/scheduler");
+  REQUIRE(string_at_pointer(o, "/regarding/uid") == "u1");
+  REQUIRE(string_at_pointer(o, "/regarding/kind") == "Pod");
+  const std::string note = string_at_pointer(o, "/note");
   REQUIRE(note.size() <= 1024);
   REQUIRE(note.size() == 1023);  // 1021 ASCII + one whole "é"; the second would cross 1024
   REQUIRE(truncate_utf8("h\xC3\xA9llo", 2) == "h");
   REQUIRE(truncate_utf8("abc", 10) == "abc");
   EventRecord longer = e;
   longer.reason = std::string(300, 'r');
-  REQUIRE(string_at(make_event(longer), "/reason").size() == 128);
+  REQUIRE(string_at_pointer(make_event(longer), "/reason").size() == 128);
 }
 
 TEST_CASE("Lease encode and decode round trip") {
@@ -161,21 +151,21 @@ TEST_CASE("Lease encode and decode round trip") {
   l.namespace_ = "kube-system";
   l.name = "gpuslice";
   l.resource_version = "55";
-  l.holder_identity = "gpuslice-0_abc";
-  l.lease_duration_seconds = 15;
-  l.acquire_time = at(1796083200, 1);
-  l.renew_time = at(1796083210, 2);
-  l.lease_transitions = 3;
+  l.spec.holder_identity = "gpuslice-0_abc";
+  l.spec.lease_duration_seconds = 15;
+  l.spec.acquire_time = at(1796083200, 1);
+  l.spec.renew_time = at(1796083210, 2);
+  l.spec.lease_transitions = 3;
   const auto o = encode_lease(l);
-  REQUIRE(string_at(o, "/spec/renewTime") == "2026-12-01T00:00:10.000002Z");
+  REQUIRE(string_at_pointer(o, "/spec/renewTime") == "2026-12-01T00:00:10.000002Z");
   auto back = decode_lease(o);
   REQUIRE(back);
-  REQUIRE(back->holder_identity == l.holder_identity);
+  REQUIRE(back->spec.holder_identity == l.spec.holder_identity);
   REQUIRE(back->resource_version == "55");
-  REQUIRE(back->lease_duration_seconds == 15);
-  REQUIRE(back->lease_transitions == 3);
-  REQUIRE(back->acquire_time == l.acquire_time);
-  REQUIRE(back->renew_time == l.renew_time);
+  REQUIRE(back->spec.lease_duration_seconds == 15);
+  REQUIRE(back->spec.lease_transitions == 3);
+  REQUIRE(back->spec.acquire_time == l.spec.acquire_time);
+  REQUIRE(back->spec.renew_time == l.spec.renew_time);
 
   auto bad = decode_lease(json::parse(R"({"metadata":{"name":"x"},"spec":{"leaseDurationSeconds":"15"}})").as_object());
   REQUIRE_FALSE(bad);
@@ -183,14 +173,35 @@ TEST_CASE("Lease encode and decode round trip") {
   REQUIRE_FALSE(decode_lease(json::parse(R"({"metadata":{"name":"x"},"spec":{"renewTime":"yesterday"}})").as_object()));
   auto empty = decode_lease(json::parse(R"({"metadata":{"name":"x","resourceVersion":"1"}})").as_object());
   REQUIRE(empty);
-  REQUIRE(empty->holder_identity.empty());
+  REQUIRE(empty->spec.holder_identity.empty());
 }
 
-TEST_CASE("string_at follows JSON pointers with escapes") {
-  auto o = json::parse(R"({"metadata":{"annotations":{"hami.io/node-lock":"x","a~b":"y"}}})").as_object();
-  REQUIRE(string_at(o, "/metadata/annotations/hami.io~1node-lock") == "x");
-  REQUIRE(string_at(o, "/metadata/annotations/a~0b") == "y");
-  REQUIRE(string_at(o, "/metadata/missing").empty());
-  REQUIRE(string_at(o, "/metadata").empty());
-  REQUIRE(string_at(o, "metadata").empty());
+TEST_CASE("Lease JSON round-trips as the leader elector writes it") {
+  Lease l{"kube-system", "gpuslice-scheduler", "42", "", {"a_1", 15, at(1796024904), at(1796024906), 3}};
+  auto j = encode_lease(l);
+  REQUIRE(j.at("apiVersion") == "coordination.k8s.io/v1");
+  REQUIRE(j.at("kind") == "Lease");
+  REQUIRE(j.at("metadata").at("resourceVersion") == "42");
+  REQUIRE(string_at_pointer(j, "/spec/acquireTime") == "2026-11-30T07:48:24.000000Z");
+  auto back = decode_lease(j);
+  REQUIRE(back);
+  REQUIRE(back->spec == l.spec);
+  REQUIRE(back->resource_version == "42");
+  REQUIRE(back->namespace_ == "kube-system");
+  REQUIRE(back->name == "gpuslice-scheduler");
+
+  // A release: holderIdentity is written even when empty, so the PUT clears it; no resourceVersion on create.
+  Lease released = l;
+  released.spec.holder_identity.clear();
+  released.resource_version.clear();
+  auto r = encode_lease(released);
+  REQUIRE(r.at("spec").as_object().contains("holderIdentity"));
+  REQUIRE(r.at("spec").at("holderIdentity") == "");
+  REQUIRE_FALSE(r.at("metadata").as_object().contains("resourceVersion"));
+
+  auto bad = decode_lease(json::parse(R"({"metadata":{"name":"x"},"spec":{"leaseTransitions":1.5}})").as_object());
+  REQUIRE_FALSE(bad);
+  REQUIRE(bad.message().rfind("lease x: spec.leaseTransitions = ", 0) == 0);
+  REQUIRE_FALSE(decode_lease(json::parse(R"({"metadata":{"name":"x"},"spec":[]})").as_object()));
+  REQUIRE_FALSE(decode_lease(json::parse(R"({"spec":{}})").as_object()));
 }

@@ -1,6 +1,5 @@
 #include "scheduler/leader.h"
 
-#include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
 using namespace gpuslice;
@@ -19,9 +18,9 @@ LeaderElectionConfig cfg() {
 
 // A tiny in-memory Lease store with resourceVersion preconditions, standing in for the API server.
 struct Store {
-  std::optional<Lease> lease;
+  std::optional<kube::Lease> lease;
   int rv = 0;
-  LeaderElector::WriteResult apply(const LeaderElector::Plan& p, std::optional<Lease>& written) {
+  LeaderElector::WriteResult apply(const LeaderElector::Plan& p, std::optional<kube::Lease>& written) {
     if (p.op == LeaderElector::Op::create) {
       if (lease) {
         return LeaderElector::WriteResult::conflict;
@@ -42,34 +41,21 @@ struct Store {
     if (plan.op == LeaderElector::Op::none) {
       return;
     }
-    std::optional<Lease> written;
+    std::optional<kube::Lease> written;
     auto r = apply(plan, written);
     e.on_write(r, written, now);
   }
 };
 
+// The MicroTime text of a Lease time, as the API server stores it ("" when unset).
+std::string micro(const std::optional<WallTime>& t) {
+  return t ? kube::format_micro_time(*t) : std::string();
+}
+
 const SteadyTime s0{std::chrono::seconds(100)};
 const WallTime w0{std::chrono::seconds(1796024904)};
 
 }  // namespace
-
-TEST_CASE("lease JSON round-trips") {
-  Lease l{"kube-system",
-          "gpuslice-scheduler",
-          "42",
-          {"a_1", 15, "2026-11-30T07:48:24.000000Z", "2026-11-30T07:48:26.000000Z", 3}};
-  auto j = lease_to_json(l);
-  CHECK(j.at("apiVersion") == "coordination.k8s.io/v1");
-  CHECK(j.at("metadata").at("resourceVersion") == "42");
-  auto back = lease_from_json(j);
-  REQUIRE(back.ok());
-  CHECK(back->spec == l.spec);
-  CHECK(back->resource_version == "42");
-  CHECK(back->ns == "kube-system");
-  auto bad = lease_from_json(boost::json::parse(R"({"metadata":{"name":"x"},"spec":{"leaseDurationSeconds":"15"}})"));
-  REQUIRE_FALSE(bad.ok());
-  CHECK(bad.message().find("leaseDurationSeconds") != std::string::npos);
-}
 
 TEST_CASE("first replica creates the lease and leads, second waits") {
   Store store;
@@ -79,14 +65,14 @@ TEST_CASE("first replica creates the lease and leads, second waits") {
   REQUIRE(plan.op == LeaderElector::Op::create);
   CHECK(plan.desired.spec.holder_identity == "a");
   CHECK(plan.desired.spec.lease_duration_seconds == 15);
-  CHECK(plan.desired.spec.renew_time == "2026-11-30T07:48:24.000000Z");
-  std::optional<Lease> written;
+  CHECK(micro(plan.desired.spec.renew_time) == "2026-11-30T07:48:24.000000Z");
+  std::optional<kube::Lease> written;
   a.on_write(store.apply(plan, written), written, s0);
   CHECK(a.is_leader(s0));
 
   // b also saw 404 and tries to create: 409, not leader.
   auto bplan = b.observe(std::nullopt, s0, w0);
-  std::optional<Lease> bw;
+  std::optional<kube::Lease> bw;
   b.on_write(store.apply(bplan, bw), bw, s0);
   CHECK_FALSE(b.is_leader(s0));
   store.step(b, s0 + 2s, w0 + 2s);
@@ -106,7 +92,7 @@ TEST_CASE("renewals keep the leader, the other replica never takes over") {
     CHECK_FALSE(b.is_leader(now + 1s));
   }
   CHECK(store.lease->spec.lease_transitions == 0);
-  CHECK(store.lease->spec.acquire_time == "2026-11-30T07:48:24.000000Z");
+  CHECK(micro(store.lease->spec.acquire_time) == "2026-11-30T07:48:24.000000Z");
 }
 
 TEST_CASE("expiry is judged by the observer's clock, not the holder's timestamps") {
@@ -137,7 +123,7 @@ TEST_CASE("a dead leader is replaced after the lease duration, counted from the 
   CHECK(b.is_leader(s0 + 16s));
   CHECK(store.lease->spec.holder_identity == "b");
   CHECK(store.lease->spec.lease_transitions == 1);
-  CHECK(store.lease->spec.acquire_time == "2026-11-30T07:48:40.000000Z");
+  CHECK(micro(store.lease->spec.acquire_time) == "2026-11-30T07:48:40.000000Z");
 }
 
 TEST_CASE("a leader that cannot renew stops leading at the renew deadline, before others may take over") {
@@ -176,8 +162,8 @@ TEST_CASE("a concurrent takeover is caught by the resourceVersion precondition")
   auto pc = c.observe(store.lease, s0 + 16s, w0);
   REQUIRE(pb.op == LeaderElector::Op::update);
   REQUIRE(pc.op == LeaderElector::Op::update);
-  std::optional<Lease> wb;
-  std::optional<Lease> wc;
+  std::optional<kube::Lease> wb;
+  std::optional<kube::Lease> wc;
   b.on_write(store.apply(pb, wb), wb, s0 + 16s);
   c.on_write(store.apply(pc, wc), wc, s0 + 16s);
   CHECK(b.is_leader(s0 + 16s));
@@ -201,4 +187,26 @@ TEST_CASE("release hands the lease over without waiting for expiry") {
   CHECK(b.is_leader(s0 + 2s));
   CHECK(b.release(w0).has_value());
   CHECK_FALSE(a.release(w0).has_value());
+}
+
+TEST_CASE("stamps are MicroTime: the record read back equals the one written, so no change is seen") {
+  LeaderElector a("a", "kube-system", "l", cfg());
+  const WallTime wall = w0 + std::chrono::nanoseconds(123456789);
+  auto plan = a.observe(std::nullopt, s0, wall);
+  REQUIRE(plan.op == LeaderElector::Op::create);
+  CHECK(micro(plan.desired.spec.renew_time) == "2026-11-30T07:48:24.123456Z");
+  CHECK(micro(plan.desired.spec.acquire_time) == "2026-11-30T07:48:24.123456Z");
+  auto back = kube::decode_lease(kube::encode_lease(plan.desired));
+  REQUIRE(back);
+  CHECK(back->spec == plan.desired.spec);
+
+  // b watches a renew through the wire codec: every renewal is a change (its expiry clock restarts), an
+  // unchanged record read twice is not.
+  LeaderElector b("b", "kube-system", "l", cfg());
+  back->resource_version = "1";
+  CHECK(b.observe(*back, s0, w0).op == LeaderElector::Op::none);
+  auto again = kube::decode_lease(kube::encode_lease(*back));
+  REQUIRE(again);
+  CHECK(b.observe(*again, s0 + 14s, w0 + 14s).op == LeaderElector::Op::none);
+  CHECK(b.observe(*again, s0 + 16s, w0 + 16s).op == LeaderElector::Op::update);  // 15 s after it last changed
 }

@@ -176,7 +176,7 @@ class FakeApi : public LoopApi {
     if (!uid.empty() && kube::uid_of(it->second) != uid) {
       co_return kube::ApiError{409, "Conflict", "uid precondition failed"};
     }
-    if (!kube::string_at(it->second, "/spec/nodeName").empty()) {
+    if (!string_at_pointer(it->second, "/spec/nodeName").empty()) {
       co_return kube::ApiError{409, "Conflict", "pod " + name + " is already assigned to a node"};
     }
     it->second["spec"].as_object()["nodeName"] = node;

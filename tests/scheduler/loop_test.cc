@@ -126,7 +126,7 @@ struct Harness {
 
   std::string node_of(const std::string& key) {
     auto it = api->pods.find(key);
-    return it == api->pods.end() ? std::string() : kube::string_at(it->second, "/spec/nodeName");
+    return it == api->pods.end() ? std::string() : string_at_pointer(it->second, "/spec/nodeName");
   }
   bool quiet() { return loop->binds_in_flight() == 0 && (!agent || agent->in_flight() == 0); }
 };
@@ -463,7 +463,7 @@ TEST_CASE("loop: memory without an nvidia.com/gpu limit stays Pending, naming th
   h.start();
   auto condition = [&] {
     const auto* c = h.api->pods.at("default/no-count").at("status").as_object().if_contains("conditions");
-    return c != nullptr && !c->as_array().empty() ? kube::string_at(c->as_array()[0].as_object(), "/message")
+    return c != nullptr && !c->as_array().empty() ? string_at_pointer(c->as_array()[0].as_object(), "/message")
                                                   : std::string();
   };
   REQUIRE(h.run_until([&] { return !condition().empty(); }));

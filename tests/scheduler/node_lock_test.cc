@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+using namespace gpuslice;
 using namespace gpuslice::scheduler;
 using namespace std::chrono;
 using namespace std::chrono_literals;

@@ -1,9 +1,9 @@
-#include "scheduler/loop_time.h"
+#include "common/rfc3339.h"
 
 #include <cstdint>
 #include <cstdio>
 
-namespace gpuslice::scheduler {
+namespace gpuslice {
 namespace {
 
 // Howard Hinnant's days_from_civil / civil_from_days: proleptic Gregorian, no time zone database needed.
@@ -29,6 +29,12 @@ void civil_from_days(int64_t z, int64_t& y, unsigned& m, unsigned& d) {
   y += m <= 2;
 }
 
+int days_in_month(int y, int m) {
+  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  return m == 2 && leap ? 29 : kDays[m - 1];
+}
+
 bool digits(std::string_view s, size_t pos, size_t n, int& out) {
   if (pos + n > s.size()) {
     return false;
@@ -45,26 +51,32 @@ bool digits(std::string_view s, size_t pos, size_t n, int& out) {
 }
 
 Error bad(std::string_view text, std::string_view why) {
-  return make_error("\"" + std::string(text.substr(0, 64)) + "\" is not an RFC 3339 time: " + std::string(why));
+  std::string quoted;
+  for (char c : text.substr(0, 64)) {
+    quoted.push_back(c >= 0x20 && c < 0x7f ? c : ' ');
+  }
+  return make_error("\"" + quoted + (text.size() > 64 ? "...\"" : "\"") +
+                    " is not an RFC 3339 time: " + std::string(why));
 }
 
 }  // namespace
 
 std::string format_rfc3339(WallTime t, int fraction_digits) {
   using namespace std::chrono;
-  constexpr int64_t kMaxSeconds = 253402300799;  // 9999-12-31T23:59:59Z
-  int64_t ns = duration_cast<nanoseconds>(t.time_since_epoch()).count();
-  if (ns < 0) {
-    ns = 0;
-  }
+  const int64_t ns = duration_cast<nanoseconds>(t.time_since_epoch()).count();
+  // Floor division: 0.5 s before the epoch is 1969-12-31T23:59:59.5.
   int64_t secs = ns / 1000000000;
   int64_t frac = ns % 1000000000;
-  if (secs > kMaxSeconds) {
-    secs = kMaxSeconds;
-    frac = 0;
+  if (frac < 0) {
+    frac += 1000000000;
+    secs -= 1;
   }
-  const int64_t days = secs / 86400;
-  const int64_t sod = secs % 86400;
+  int64_t days = secs / 86400;
+  int64_t sod = secs % 86400;
+  if (sod < 0) {
+    sod += 86400;
+    days -= 1;
+  }
   int64_t y = 0;
   unsigned m = 0;
   unsigned d = 0;
@@ -99,8 +111,7 @@ Result<WallTime> parse_rfc3339(std::string_view s) {
       !digits(s, 14, 2, mi) || s[16] != ':' || !digits(s, 17, 2, se)) {
     return bad(s, "expected YYYY-MM-DDTHH:MM:SS");
   }
-  static constexpr int kMonthDays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  if (mo < 1 || mo > 12 || d < 1 || d > kMonthDays[mo - 1] || h > 23 || mi > 59 || se > 60) {
+  if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || se > 60) {
     return bad(s, "field out of range");
   }
   size_t pos = 19;
@@ -128,12 +139,12 @@ Result<WallTime> parse_rfc3339(std::string_view s) {
     int om = 0;
     if (!digits(s, pos + 1, 2, oh) || pos + 3 >= s.size() || s[pos + 3] != ':' || !digits(s, pos + 4, 2, om) ||
         oh > 23 || om > 59) {
-      return bad(s, "bad offset");
+      return bad(s, "bad zone offset");
     }
     offset_s = (oh * 3600 + om * 60) * (s[pos] == '-' ? -1 : 1);
     pos += 6;
   } else {
-    return bad(s, "missing time zone");
+    return bad(s, "missing zone (Z or +hh:mm)");
   }
   if (pos != s.size()) {
     return bad(s, "trailing characters");
@@ -147,4 +158,4 @@ Result<WallTime> parse_rfc3339(std::string_view s) {
       std::chrono::duration_cast<WallTime::duration>(std::chrono::seconds(secs) + std::chrono::nanoseconds(frac_ns)));
 }
 
-}  // namespace gpuslice::scheduler
+}  // namespace gpuslice

@@ -1,9 +1,10 @@
-#include "scheduler/quantity.h"
+#include "common/quantity.h"
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
-namespace gpuslice::scheduler {
+namespace gpuslice {
 
 namespace {
 // 128-bit arithmetic keeps suffix scaling exact without overflow checks at every step.
@@ -53,37 +54,25 @@ Result<int64_t> parse_quantity_milli(std::string_view text) {
   // Value = mantissa * 10^dec_exp * 2^bin_exp / 10^frac_digits, expressed in milli-units (dec_exp += 3).
   int dec_exp = 3;
   int bin_exp = 0;
-  if (suffix.empty()) {
-  } else if (suffix == "m") {
-    dec_exp -= 3;
-  } else if (suffix == "u") {
-    dec_exp -= 6;
-  } else if (suffix == "n") {
-    dec_exp -= 9;
-  } else if (suffix == "k") {
-    dec_exp += 3;
-  } else if (suffix == "M") {
-    dec_exp += 6;
-  } else if (suffix == "G") {
-    dec_exp += 9;
-  } else if (suffix == "T") {
-    dec_exp += 12;
-  } else if (suffix == "P") {
-    dec_exp += 15;
-  } else if (suffix == "E") {
-    dec_exp += 18;
-  } else if (suffix == "Ki") {
-    bin_exp = 10;
-  } else if (suffix == "Mi") {
-    bin_exp = 20;
-  } else if (suffix == "Gi") {
-    bin_exp = 30;
-  } else if (suffix == "Ti") {
-    bin_exp = 40;
-  } else if (suffix == "Pi") {
-    bin_exp = 50;
-  } else if (suffix == "Ei") {
-    bin_exp = 60;
+  // resource.Quantity's suffixes: decimal SI (power of ten) and binary (power of two).
+  struct Suffix {
+    std::string_view text;
+    int dec;
+    int bin;
+  };
+  static constexpr Suffix kSuffixes[] = {{"", 0, 0},    {"m", -3, 0},  {"u", -6, 0},  {"n", -9, 0},
+                                         {"k", 3, 0},   {"M", 6, 0},   {"G", 9, 0},   {"T", 12, 0},
+                                         {"P", 15, 0},  {"E", 18, 0},  {"Ki", 0, 10}, {"Mi", 0, 20},
+                                         {"Gi", 0, 30}, {"Ti", 0, 40}, {"Pi", 0, 50}, {"Ei", 0, 60}};
+  const Suffix* known = nullptr;
+  for (const Suffix& s : kSuffixes) {
+    if (s.text == suffix) {
+      known = &s;
+    }
+  }
+  if (known != nullptr) {
+    dec_exp += known->dec;
+    bin_exp = known->bin;
   } else if (suffix[0] == 'e' || suffix[0] == 'E') {
     std::string_view exp = suffix.substr(1);
     bool neg = false;
@@ -136,4 +125,41 @@ Result<int64_t> parse_quantity_milli(std::string_view text) {
   return static_cast<int64_t>(v);
 }
 
-}  // namespace gpuslice::scheduler
+Result<int64_t> parse_whole_quantity(std::string_view text) {
+  auto bad = [&](const char* why) { return make_error("\"" + std::string(text) + "\" " + why); };
+  if (text.empty()) {
+    return bad("is empty");
+  }
+  // The written form first: [+]digits and one of the suffixes a count or a MiB figure is written with. The value
+  // is then the general parser's, which must come out as whole units.
+  size_t i = text[0] == '+' ? 1 : 0;
+  if (i < text.size() && text[i] == '-') {
+    return bad("is negative");
+  }
+  const size_t digits_start = i;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    ++i;
+  }
+  if (i == digits_start) {
+    return bad("is not a whole number");
+  }
+  static constexpr std::string_view kWholeSuffixes[] = {"", "k", "M", "G", "T", "Ki", "Mi", "Gi", "Ti", "m"};
+  const std::string_view suffix = text.substr(i);
+  bool known = false;
+  for (std::string_view s : kWholeSuffixes) {
+    known = known || suffix == s;
+  }
+  if (!known) {
+    return bad("is not a whole number");
+  }
+  auto milli = parse_quantity_milli(text);
+  if (!milli) {
+    return bad("is too large");  // the form is valid, so only the range can fail
+  }
+  if (*milli % 1000 != 0) {
+    return bad("is not a whole number");
+  }
+  return *milli / 1000;
+}
+
+}  // namespace gpuslice

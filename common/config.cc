@@ -247,6 +247,7 @@ Result<Configuration> parse_configuration(std::string_view yaml_text) {
                       [&](N m, P q) {
                         return w.one_of(m, q, wh.gpu_core_policy, {"default", "force", "disable"});
                       }},
+                     {"overwriteEnv", [&](N m, P q) { return w.boolean(m, q, wh.overwrite_env); }},
                  });
            }},
           {"scheduler",

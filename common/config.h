@@ -49,6 +49,9 @@ struct WebhookConfig {
   std::vector<std::string> ignored_namespaces;
   std::string runtime_class_name;           ///< set on GPU pods that have none, when non-empty
   std::string gpu_core_policy = "default";  ///< default | force | disable (GPU_CORE_UTILIZATION_POLICY)
+  /// HAMi's device-config `overwriteEnv`: every container the webhook sees that asks for no GPU gets
+  /// NVIDIA_VISIBLE_DEVICES=none, so a node whose default runtime is nvidia's does not hand it every card.
+  bool overwrite_env = false;
 };
 
 struct LeaderElectionConfig {

@@ -74,13 +74,24 @@ bool container_asks_gpu(const json::object& container, const DeviceConfig& d) {
 
 namespace {
 
-Result<ContainerGpuRequest> extract_container(const json::object& c, bool init, const DeviceConfig& d) {
+// The container's count as kubelet reads it: resources.limits only (the API server requires a limit for an
+// extended resource and a request equal to it, so limits are what the device manager allocates).
+Result<std::optional<int64_t>> count_limit(const json::object& c, const std::string& resource) {
+  const json::object* res = find_object(c, "resources");
+  const json::object* limits = res != nullptr ? find_object(*res, "limits") : nullptr;
+  if (limits == nullptr || !limits->contains(resource)) return std::optional<int64_t>{};
+  json::object only;
+  only["resources"] = json::object{{"limits", json::object{{resource, limits->at(resource)}}}};
+  return container_resource(only, resource);
+}
+
+Result<ContainerGpuRequest> extract_container(const json::object& c, bool init, const DeviceConfig& d, CountRule rule) {
   ContainerGpuRequest out;
   out.init = init;
   if (auto it = c.find("name"); it != c.end() && it->value().is_string())
     out.name = std::string(it->value().get_string());
   auto prefix = [&]() { return std::string(init ? "init container \"" : "container \"") + out.name + "\": "; };
-  auto gpus = container_resource(c, d.gpu_resource);
+  auto gpus = rule == CountRule::kubelet ? count_limit(c, d.gpu_resource) : container_resource(c, d.gpu_resource);
   if (!gpus.ok()) return make_error(prefix() + gpus.message());
   auto mem = container_resource(c, d.memory_resource);
   if (!mem.ok()) return make_error(prefix() + mem.message());
@@ -97,6 +108,20 @@ Result<ContainerGpuRequest> extract_container(const json::object& c, bool init, 
     return make_error(prefix() + d.cores_resource + ": \"" + std::to_string(*cores.value()) + "\" is above 100");
   }
   bool has_other = mem.value().has_value() || pct.value().has_value() || cores.value().has_value();
+  if (rule == CountRule::kubelet && has_other && gpus.value().value_or(0) == 0) {
+    std::string asked;
+    for (const auto& [name, v] :
+         {std::pair{&d.memory_resource, mem.value()}, std::pair{&d.memory_percentage_resource, pct.value()},
+          std::pair{&d.cores_resource, cores.value()}}) {
+      if (!v) continue;
+      asked += (asked.empty() ? "" : ", ") + *name + "=" + std::to_string(*v);
+    }
+    return make_error(prefix() + "asks for " + asked + " without " + d.gpu_resource +
+                      (gpus.value() ? " (its limit is 0)" : " in resources.limits") +
+                      ": kubelet allocates GPUs only to containers with a " + d.gpu_resource +
+                      " limit; add resources.limits." + d.gpu_resource + ": \"" + std::to_string(d.default_gpu_num) +
+                      "\" (or let the gpuslice webhook admit the pod, which adds it)");
+  }
   if (gpus.value()) {
     out.gpus = *gpus.value();
   } else if (has_other) {
@@ -134,6 +159,10 @@ Result<ContainerGpuRequest> extract_container(const json::object& c, bool init, 
 }  // namespace
 
 Result<PodGpuRequest> extract_gpu_request(const json::object& pod, const DeviceConfig& d) {
+  return extract_gpu_request(pod, d, CountRule::admission);
+}
+
+Result<PodGpuRequest> extract_gpu_request(const json::object& pod, const DeviceConfig& d, CountRule rule) {
   PodGpuRequest out;
   const json::object* spec = object_at(pod, "spec");
   if (spec == nullptr) return out;
@@ -143,7 +172,7 @@ Result<PodGpuRequest> extract_gpu_request(const json::object& pod, const DeviceC
     bool init = std::string_view(key) == "initContainers";
     for (const auto& cv : it->value().get_array()) {
       if (!cv.is_object()) return make_error(std::string("spec.") + key + ": every entry must be an object");
-      auto r = extract_container(cv.get_object(), init, d);
+      auto r = extract_container(cv.get_object(), init, d, rule);
       if (!r.ok()) return r.error();
       out.containers.push_back(std::move(r.value()));
     }

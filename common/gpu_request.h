@@ -27,6 +27,17 @@ namespace gpuslice {
 
 inline constexpr std::string_view kGpuRequestAnnotation = "gpuslice.io/gpu-request";
 
+/// HAMi's scheduler-owned pod annotations (hami-protocol.md §4): the scheduler writes them when it places a
+/// pod, the device plugin consumes them. A pod author never legitimately writes them: the webhook removes them
+/// on CREATE and the scheduler ignores them on a pod that is not bound yet.
+inline constexpr std::string_view kSchedulerOwnedAnnotations[] = {"hami.io/vgpu-node",
+                                                                  "hami.io/vgpu-time",
+                                                                  "hami.io/vgpu-devices-to-allocate",
+                                                                  "hami.io/vgpu-devices-allocated",
+                                                                  "hami.io/vgpu-mig-allocations",
+                                                                  "hami.io/bind-phase",
+                                                                  "hami.io/bind-time"};
+
 struct ContainerGpuRequest {
   std::string name;
   bool init = false;
@@ -59,6 +70,22 @@ bool container_asks_gpu(const boost::json::object& container, const DeviceConfig
 /// Errors name the container, the resource and the value (not a whole number, percentage outside 0..100,
 /// cores above 100, memory above what fits in int32 after the factor).
 Result<PodGpuRequest> extract_gpu_request(const boost::json::object& pod, const DeviceConfig& devices);
+
+/// Which rules decide a container's card count.
+enum class CountRule {
+  /// The webhook's (HAMi's MutateAdmission): memory, cores or percentage without `nvidia.com/gpu` default the
+  /// count to defaultGPUNum; the webhook then writes that count into the container's limits.
+  admission,
+  /// What kubelet acts on: the count is the container's `nvidia.com/gpu` limit and nothing else. Kubelet calls
+  /// the device plugin's Allocate only for containers with that limit, with exactly that many devices
+  /// (HAMi v2.10 plugin/server.go Allocate: "device number not matched" otherwise), so a container without it
+  /// must never receive a device entry. Memory, cores or percentage without a positive count is an error
+  /// naming the container and the fix (the pod bypassed the webhook: opt-out label or namespace, webhook down).
+  kubelet,
+};
+
+/// extract_gpu_request with an explicit count rule (the two-argument form is CountRule::admission).
+Result<PodGpuRequest> extract_gpu_request(const boost::json::object& pod, const DeviceConfig& devices, CountRule rule);
 
 std::string encode_gpu_request(const PodGpuRequest& request);
 /// Decodes the annotation value; errors name the field and value. Unknown fields are ignored (forward

@@ -1,4 +1,5 @@
 #include "scheduler/allocation.h"
+#include "common/gpu_request.h"
 #include "scheduler/text.h"
 
 #include <boost/json/serialize.hpp>
@@ -116,6 +117,12 @@ std::string allocation_patch(std::string_view node, const PodDevices& devices, s
   boost::json::object annotations = allocation_annotations(node, devices, now_unix);
   annotations[kBindPhaseAnnotation] = kBindPhaseAllocating;
   annotations[kBindTimeAnnotation] = std::to_string(now_unix);
+  // Every scheduler-owned key we do not write goes (merge patch null): nothing a pod author wrote survives.
+  for (std::string_view k : kSchedulerOwnedAnnotations) {
+    if (!annotations.contains(k)) {
+      annotations[k] = nullptr;
+    }
+  }
   boost::json::object meta;
   if (!resource_version.empty()) {
     meta["resourceVersion"] = resource_version;
@@ -125,6 +132,19 @@ std::string allocation_patch(std::string_view node, const PodDevices& devices, s
   if (node.size() <= 63) {
     meta["labels"] = boost::json::object{{kVgpuNodeAnnotation, node}};
   }
+  return boost::json::serialize(boost::json::object{{"metadata", std::move(meta)}});
+}
+
+std::string owned_annotations_removal_patch(std::string_view resource_version) {
+  boost::json::object annotations;
+  for (std::string_view k : kSchedulerOwnedAnnotations) {
+    annotations[k] = nullptr;
+  }
+  boost::json::object meta;
+  if (!resource_version.empty()) {
+    meta["resourceVersion"] = resource_version;
+  }
+  meta["annotations"] = std::move(annotations);
   return boost::json::serialize(boost::json::object{{"metadata", std::move(meta)}});
 }
 

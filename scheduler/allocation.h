@@ -61,9 +61,14 @@ bool has_devices(const PodDevices& devices);
 boost::json::object allocation_annotations(std::string_view node, const PodDevices& devices, int64_t now_unix);
 
 /// The merge patch written on a placed pod: metadata.resourceVersion (precondition, when non-empty), the
-/// allocation annotations, bind-phase=allocating, bind-time, and the hami.io/vgpu-node label (only when the node
-/// name fits a label value, at most 63 characters).
+/// allocation annotations, bind-phase=allocating, bind-time, null for every other scheduler-owned annotation
+/// (kSchedulerOwnedAnnotations), and the hami.io/vgpu-node label (only when the node name fits a label value, at
+/// most 63 characters).
 std::string allocation_patch(std::string_view node, const PodDevices& devices, std::string_view resource_version,
                              int64_t now_unix);
+
+/// The merge patch that removes every scheduler-owned annotation (a pod without a GPU that carries them: written
+/// by its author, since the webhook did not see it), with resourceVersion as precondition when non-empty.
+std::string owned_annotations_removal_patch(std::string_view resource_version);
 
 }  // namespace gpuslice::scheduler

@@ -69,11 +69,6 @@ std::string fit_fingerprint(const boost::json::object& node) {
   return boost::json::serialize(fp);
 }
 
-bool app_containers_want_gpu(const PodInfo& info) {
-  return std::any_of(info.gpu.containers.begin(), info.gpu.containers.end(),
-                     [](const ContainerGpuRequest& c) { return !c.init && c.gpus > 0; });
-}
-
 }  // namespace
 
 // ---- the loop ------------------------------------------------------------------------------------------------
@@ -86,6 +81,8 @@ struct SchedulingLoop::Binding {
   std::string uid;
   SteadyTime first_seen{};
   bool needs_lock = false;
+  /// The pod carries scheduler-owned annotations it has no allocation for: they are removed before binding.
+  bool scrub_owned = false;
   /// The pod's identity (metadata only) for Events: the watch may deliver the bound pod, and drop it from
   /// pending_, before the bind call returns, so events must not depend on pending_.
   boost::json::object event_ref;
@@ -244,7 +241,7 @@ void SchedulingLoop::apply_pod(const boost::json::object& pod, bool deleted) {
     return it != briefs_.end() && it->second.bind_phase != brief.bind_phase;
   }();
   briefs_[skey] = brief;
-  if (auto st = snapshot_.upsert_pod(pod); !st) {
+  if (auto st = count_pod(key, pod); !st) {
     log::warning("pod counted without its bad field", {{"pod", skey}, {"error", st.message()}});
   }
   const bool ours = string_at_pointer(pod, "/spec/schedulerName") == options_.scheduler_name &&
@@ -275,6 +272,27 @@ void SchedulingLoop::apply_pod(const boost::json::object& pod, bool deleted) {
     // The device plugin finished this pod: a lock naming it must go (the plugin normally releases it).
     locker_.check_held_by(key.ns, key.name);
   }
+}
+
+Status SchedulingLoop::count_pod(const PodKey& key, const boost::json::object& pod) {
+  const bool unbound_ours = string_at_pointer(pod, "/spec/nodeName").empty() &&
+                            string_at_pointer(pod, "/spec/schedulerName") == options_.scheduler_name &&
+                            !binders_.count(key) && !recent_binds_.count(key);
+  if (!unbound_ours) {
+    return snapshot_.upsert_pod(pod);
+  }
+  // A pending pod of ours that we are not binding holds nothing: allocation annotations on it were written by its
+  // author (or by an attempt of ours that did not bind, which is decided again). Counting them would let anyone
+  // who can create pods reserve cards.
+  boost::json::object copy = pod;
+  if (auto* meta = copy.if_contains("metadata"); meta != nullptr && meta->is_object()) {
+    if (auto* ann = meta->as_object().if_contains("annotations"); ann != nullptr && ann->is_object()) {
+      for (std::string_view k : kSchedulerOwnedAnnotations) {
+        ann->as_object().erase(k);
+      }
+    }
+  }
+  return snapshot_.upsert_pod(copy);
 }
 
 void SchedulingLoop::on_node_event(const kube::ReflectorEvent& event) {
@@ -436,11 +454,26 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
     reporter_.unschedulable(key, pod, "pod " + key.str() + ": " + info.message(), "");
     return;
   }
+  {
+    std::vector<std::string> lines = info->ignored_annotations;
+    if (!info->unbound_owned_annotations.empty() && !annotated_by_us_.count(key)) {
+      std::string keys;
+      for (const auto& k : info->unbound_owned_annotations) {
+        keys += (keys.empty() ? "" : ", ") + k;
+      }
+      lines.push_back(keys +
+                      " on a pod that is not bound yet: written by its author, not by a scheduler; not "
+                      "counted, replaced or removed when the pod is bound");
+    }
+    if (!lines.empty()) {
+      reporter_.ignored_annotations(key, pod, lines);
+    }
+  }
   // HAMi drops the pod's old reservation before filtering; so do we (an earlier attempt may have annotated it).
   snapshot_.remove_pod(key.ns, key.name);
   Decision d = schedule(snapshot_, *info, schedule_options_);
   if (!d.scheduled) {
-    (void)snapshot_.upsert_pod(pod);  // put back what the API says it holds
+    (void)count_pod(key, pod);  // put back what the API says it holds
     ++stats_.unschedulable;
     m.attempts.with({"unschedulable"}).inc();
     queue_.done_unschedulable(key, now);
@@ -449,7 +482,7 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
     return;
   }
   if (auto st = snapshot_.assume(*info, d.node, d.devices, unix_seconds(wall)); !st) {
-    (void)snapshot_.upsert_pod(pod);
+    (void)count_pod(key, pod);
     ++stats_.errors;
     m.attempts.with({"error"}).inc();
     log::warning("assume failed", {{"pod", key.str()}, {"node", d.node}, {"error", st.message()}});
@@ -458,7 +491,12 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
   }
   auto b = std::make_shared<Binding>();
   b->key = key;
-  b->needs_lock = options_.scheduler.node_lock == "hami" && app_containers_want_gpu(*info);
+  // Every pod with a device entry: kubelet calls Allocate for init containers too, and the plugin finds the pod
+  // through the lock first (HAMi v2.10 skips the lock for init-only pods, #2640, leaving them to the fallback).
+  b->needs_lock = options_.scheduler.node_lock == "hami" && info->gpu.any();
+  for (std::string_view k : kSchedulerOwnedAnnotations) {
+    b->scrub_owned = b->scrub_owned || annotation(pod, k).has_value();
+  }
   b->info = std::move(*info);
   b->decision = std::move(d);
   b->resource_version = kube::resource_version_of(pod);
@@ -491,10 +529,18 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
       failure = "lost leadership before writing";
       break;
     }
-    if (b->info.gpu.any()) {
-      auto r = co_await api_->patch_pod(key.ns, key.name,
-                                        allocation_patch(b->decision.node, b->decision.devices, b->resource_version,
-                                                         unix_seconds(options_.clock.wall())));
+    if (b->info.gpu.any() || b->scrub_owned) {
+      // A GPU pod gets its allocation; a pod without one that carries scheduler-owned annotations (written by
+      // its author: the webhook did not see it) loses them, so no device plugin can take them for ours.
+      // Built before the co_await: g++ 12 destroys a conditional's temporary twice inside a coroutine.
+      std::string patch;
+      if (b->info.gpu.any()) {
+        patch = allocation_patch(b->decision.node, b->decision.devices, b->resource_version,
+                                 unix_seconds(options_.clock.wall()));
+      } else {
+        patch = owned_annotations_removal_patch(b->resource_version);
+      }
+      auto r = co_await api_->patch_pod(key.ns, key.name, std::move(patch));
       if (!r) {
         if (r.error().is_not_found()) {
           outcome = Outcome::gone;
@@ -515,6 +561,9 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
         break;
       }
       b->uid = kube::uid_of(*r).empty() ? b->uid : kube::uid_of(*r);
+      if (b->info.gpu.any()) {
+        annotated_by_us_.insert(key);  // a retry after a failed bind finds our own annotations: not forged
+      }
     }
     if (!b->decision.claims_to_select.empty()) {
       // Before the node lock: provisioning may take a while and must not hold the node's lock meanwhile.
@@ -697,6 +746,9 @@ void SchedulingLoop::sweep() {
   reporter_.retain([this](const PodKey& key) { return pending_.count(key) != 0; });
   for (auto it = conflict_retries_.begin(); it != conflict_retries_.end();) {
     it = pending_.count(it->first) ? std::next(it) : conflict_retries_.erase(it);
+  }
+  for (auto it = annotated_by_us_.begin(); it != annotated_by_us_.end();) {
+    it = pending_.count(*it) || binders_.count(*it) ? std::next(it) : annotated_by_us_.erase(it);
   }
   // Offer again pods the queue refused when it was full.
   if (queue_.size() < pending_.size() + binders_.size()) {

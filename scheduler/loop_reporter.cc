@@ -88,9 +88,29 @@ void LoopReporter::event(const boost::json::object& pod, std::string reason, std
   spawn_(create_event(std::move(e)));
 }
 
+void LoopReporter::ignored_annotations(const PodKey& key, const boost::json::object& pod,
+                                       const std::vector<std::string>& lines) {
+  std::string message;
+  for (const auto& l : lines) {
+    message += (message.empty() ? "" : "; ") + l;
+  }
+  // Once per pod and distinct message: the pod may be retried many times while it waits.
+  auto [it, inserted] = ignored_reported_.try_emplace(key, message);
+  if (!inserted && it->second == message) {
+    return;
+  }
+  it->second = message;
+  log::warning("ignoring annotations the pod author cannot be trusted to write",
+               {{"pod", key.str()}, {"annotations", message}});
+  event(pod, "AnnotationIgnored", "Warning", message);
+}
+
 void LoopReporter::retain(const std::function<bool(const PodKey&)>& keep) {
   for (auto it = reported_.begin(); it != reported_.end();) {
     it = keep(it->first) ? std::next(it) : reported_.erase(it);
+  }
+  for (auto it = ignored_reported_.begin(); it != ignored_reported_.end();) {
+    it = keep(it->first) ? std::next(it) : ignored_reported_.erase(it);
   }
 }
 

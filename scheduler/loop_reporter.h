@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace gpuslice::scheduler {
 
@@ -43,10 +44,17 @@ class LoopReporter {
   /// it), Event FailedScheduling, and FilteringFailed with `hami_note` when not empty. Rate-limited per pod.
   void unschedulable(const PodKey& key, const boost::json::object& pod, const std::string& message,
                      const std::string& hami_note);
+  /// Annotations on `pod` that are ignored because its author cannot be trusted to write them (PodInfo's
+  /// ignored_annotations and unbound scheduler-owned keys): a warning log line and a Warning Event
+  /// `AnnotationIgnored` joining `lines`, once per distinct message while the pod is pending.
+  void ignored_annotations(const PodKey& key, const boost::json::object& pod, const std::vector<std::string>& lines);
   /// One Event about `pod` (read: namespace, name, uid, resourceVersion), when a slot is free.
   void event(const boost::json::object& pod, std::string reason, std::string type, std::string note);
   /// Forgets the rate-limit record of a pod (bound, deleted or no longer ours).
-  void forget(const PodKey& key) { reported_.erase(key); }
+  void forget(const PodKey& key) {
+    reported_.erase(key);
+    ignored_reported_.erase(key);
+  }
   /// Forgets the records of every pod `keep` answers false for.
   void retain(const std::function<bool(const PodKey&)>& keep);
 
@@ -66,7 +74,8 @@ class LoopReporter {
   LoopReporterOptions options_;
   std::shared_ptr<LoopApi> api_;
   Spawn spawn_;
-  std::map<PodKey, Reported> reported_;  // last FailedScheduling per pod (rate limit)
+  std::map<PodKey, Reported> reported_;             // last FailedScheduling per pod (rate limit)
+  std::map<PodKey, std::string> ignored_reported_;  // last AnnotationIgnored message per pending pod
   std::size_t in_flight_ = 0;
   uint64_t dropped_ = 0;
 };

@@ -1,9 +1,10 @@
 #include "scheduler/mock_agent.h"
 
+#include "common/gpu_request.h"
 #include "common/json_access.h"
 #include "common/log.h"
-#include "scheduler/allocation.h"
-#include "scheduler/node_lock.h"
+#include "common/rfc3339.h"
+#include "scheduler/text.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -14,74 +15,255 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
+#include <charconv>
+
 namespace gpuslice::scheduler {
 namespace {
 
 namespace asio = boost::asio;
+namespace json = boost::json;
+
+using detail::split;
+
+// strconv.ParseInt(s, 10, 32) with the error ignored: 0 on anything that is not an int32.
+int64_t go_parse_int32(std::string_view s) {
+  int32_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) {
+    return 0;
+  }
+  return v;
+}
+
+std::string annotation_patch(std::string_view key, const json::value& value) {
+  json::object a;
+  a[key] = value;
+  return json::serialize(json::object{{"metadata", json::object{{"annotations", std::move(a)}}}});
+}
+
+// The HAMi-core variables a container's own literal env can set (the runtime applies the spec's env after the
+// device plugin's, so the spec's value is what the process sees).
+bool hami_core_variable(std::string_view name) {
+  return name == "NVIDIA_VISIBLE_DEVICES" || name.rfind("CUDA_", 0) == 0 || name == "GPU_CORE_UTILIZATION_POLICY" ||
+         name == "LIBCUDA_LOG_LEVEL";
+}
+
+const json::object* find_container(const json::object& pod, std::string_view name, bool init) {
+  const std::string key = init ? "initContainers" : "containers";
+  const auto* spec = pod.if_contains("spec");
+  const auto* arr = spec != nullptr && spec->is_object() ? spec->get_object().if_contains(key) : nullptr;
+  if (arr == nullptr || !arr->is_array()) {
+    return nullptr;
+  }
+  for (const auto& c : arr->get_array()) {
+    if (c.is_object() && string_at_pointer(c.get_object(), "/name") == name) {
+      return &c.get_object();
+    }
+  }
+  return nullptr;
+}
+
+json::object container_env_record(const json::object* container, const std::map<std::string, std::string>& plugin) {
+  json::object env;
+  for (const auto& [k, v] : plugin) {
+    env[k] = v;
+  }
+  const json::value* list = container != nullptr ? container->if_contains("env") : nullptr;
+  if (list != nullptr && list->is_array()) {
+    for (const auto& e : list->get_array()) {
+      if (!e.is_object()) {
+        continue;
+      }
+      const std::string name = string_at_pointer(e.get_object(), "/name");
+      const json::value* value = e.get_object().if_contains("value");
+      if (hami_core_variable(name) && value != nullptr && value->is_string()) {
+        env[name] = value->get_string();
+      }
+    }
+  }
+  return env;
+}
+
+// The merge patch that deletes the lock, with the node's resourceVersion as precondition (ReleaseNodeLock).
+// Built outside the coroutines: g++ 12 rejects initializer lists in a coroutine frame ("array used as initializer").
+std::string lock_release_patch(const std::string& resource_version) {
+  json::object annotations;
+  annotations[kNodeLockAnnotation] = nullptr;
+  json::object meta;
+  meta["annotations"] = std::move(annotations);
+  meta["resourceVersion"] = resource_version;
+  json::object root;
+  root["metadata"] = std::move(meta);
+  return json::serialize(root);
+}
 
 }  // namespace
 
-std::optional<std::string> mock_allocate_patch(const boost::json::object& pod,
-                                               const std::set<std::string, std::less<>>& managed_nodes) {
-  const std::string node = string_at_pointer(pod, "/spec/nodeName");
-  if (node.empty() || !managed_nodes.count(node)) {
-    return std::nullopt;
+std::vector<KubeletAllocateCall> kubelet_allocate_calls(const json::object& pod, const std::string& gpu_resource) {
+  std::vector<KubeletAllocateCall> out;
+  const auto* spec = pod.if_contains("spec");
+  if (spec == nullptr || !spec->is_object()) {
+    return out;
   }
-  const std::string phase = string_at_pointer(pod, "/status/phase");
-  if (phase == "Succeeded" || phase == "Failed") {
-    return std::nullopt;
-  }
-  if (annotation(pod, kBindPhaseAnnotation).value_or("") != kBindPhaseAllocating) {
-    return std::nullopt;
-  }
-  boost::json::object annotations;
-  const auto to_allocate = annotation(pod, kDevicesToAllocateAnnotation);
-  std::string result = std::string(kBindPhaseSuccess);
-  if (to_allocate) {
-    auto devices = decode_pod_devices(*to_allocate);
-    if (!devices) {
-      result = std::string(kBindPhaseFailed);
-    } else {
-      // Allocate consumes every container's entry; the slots stay, empty (e.g. "GPU-a,NVIDIA,3000,30:;" -> ";").
-      PodDevices emptied(devices->size());
-      annotations[kDevicesToAllocateAnnotation] = encode_pod_devices(emptied);
+  for (const char* key : {"initContainers", "containers"}) {
+    const auto* arr = spec->get_object().if_contains(key);
+    if (arr == nullptr || !arr->is_array()) {
+      continue;
+    }
+    for (const auto& c : arr->get_array()) {
+      if (!c.is_object()) {
+        continue;
+      }
+      const auto* res = c.get_object().if_contains("resources");
+      const auto* limits = res != nullptr && res->is_object() ? res->get_object().if_contains("limits") : nullptr;
+      const auto* v =
+          limits != nullptr && limits->is_object() ? limits->get_object().if_contains(gpu_resource) : nullptr;
+      if (v == nullptr) {
+        continue;
+      }
+      Result<int64_t> n = make_error("");
+      if (v->is_string()) {
+        n = parse_whole_quantity(v->get_string());
+      } else if (v->is_int64()) {
+        n = v->get_int64();
+      }
+      if (!n.ok() || n.value() <= 0) {
+        continue;
+      }
+      out.push_back({string_at_pointer(c.get_object(), "/name"), std::string_view(key) == "initContainers", n.value()});
     }
   }
-  annotations[kBindPhaseAnnotation] = result;
-  boost::json::object meta{{"annotations", std::move(annotations)}};
-  const std::string rv = kube::resource_version_of(pod);
-  if (!rv.empty()) {
-    meta["resourceVersion"] = rv;
-  }
-  return boost::json::serialize(boost::json::object{{"metadata", std::move(meta)}});
+  return out;
 }
 
-MockDeviceAgent::MockDeviceAgent(asio::any_io_executor executor, std::shared_ptr<LoopApi> api)
-    : executor_(std::move(executor)), api_(std::move(api)) {}
+std::vector<ContainerDevices> plugin_decode_entries(std::string_view text) {
+  std::vector<ContainerDevices> out;
+  for (std::string_view segment : split(text, ';')) {
+    ContainerDevices cd;
+    if (!segment.empty()) {
+      for (std::string_view dev : split(segment, ':')) {
+        if (dev.find(',') == std::string_view::npos) {
+          continue;
+        }
+        auto f = split(dev, ',');
+        if (f.size() < 4) {
+          return {};  // DecodeContainerDevices errors; DecodePodDevices returns an empty result and no error
+        }
+        cd.push_back(ContainerDevice{std::string(f[0]), std::string(f[1]), go_parse_int32(f[2]), go_parse_int32(f[3])});
+      }
+    }
+    if (!cd.empty()) {
+      out.push_back(std::move(cd));
+    }
+  }
+  return out;
+}
+
+std::string plugin_encode_entries(const std::vector<ContainerDevices>& entries) {
+  std::string out;
+  for (const auto& cd : entries) {
+    for (const auto& d : cd) {
+      out += d.uuid + "," + d.type + "," + std::to_string(d.mem_mib) + "," + std::to_string(d.cores) + ":";
+    }
+    out += ";";
+  }
+  return out;
+}
+
+bool plugin_has_pending_entries(std::string_view to_allocate) {
+  return to_allocate.find(kNvidiaVendorWord) != std::string_view::npos;
+}
+
+EmulatedAllocate emulate_allocate(const json::object& pending, int64_t devices, std::string_view shared_cache_id,
+                                  std::string_view hook_path) {
+  EmulatedAllocate r;
+  const auto text = annotation(pending, kDevicesToAllocateAnnotation);
+  std::vector<ContainerDevices> entries = text ? plugin_decode_entries(*text) : std::vector<ContainerDevices>{};
+  // GetNextDeviceRequest: the first (non-empty) entry of the NVIDIA annotation.
+  auto next = entries.begin();
+  if (!text || next == entries.end()) {
+    r.error = "device request not found";
+    return r;
+  }
+  const ContainerDevices devreq = *next;
+  if (static_cast<int64_t>(devreq.size()) != devices) {
+    r.error = "device number not matched";
+    return r;
+  }
+  // getAllocateResponse: NVIDIA_VISIBLE_DEVICES from the annotation's UUIDs (deduplicated, in order).
+  std::vector<std::string> uuids;
+  for (const auto& d : devreq) {
+    if (std::find(uuids.begin(), uuids.end(), d.uuid) == uuids.end()) {
+      uuids.push_back(d.uuid);
+    }
+  }
+  std::string visible;
+  for (const auto& u : uuids) {
+    visible += (visible.empty() ? "" : ",") + u;
+  }
+  r.envs["NVIDIA_VISIBLE_DEVICES"] = visible;
+  for (size_t i = 0; i < devreq.size(); ++i) {
+    r.envs["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i)] = std::to_string(devreq[i].mem_mib) + "m";
+  }
+  r.envs["CUDA_DEVICE_SM_LIMIT"] = std::to_string(devreq[0].cores);
+  r.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] =
+      std::string(hook_path) + "/vgpu/" + std::string(shared_cache_id) + ".cache";
+  // EraseNextDeviceTypeFromAnnotation: that entry emptied, re-encoded from the decoded (empties dropped) list.
+  *next = ContainerDevices{};
+  r.erased_to_allocate = plugin_encode_entries(entries);
+  r.ok = true;
+  return r;
+}
+
+std::optional<json::object> plugin_fallback_pending_pod(const std::vector<const json::object*>& pods,
+                                                        std::string_view node) {
+  std::vector<const json::object*> sorted = pods;
+  std::sort(sorted.begin(), sorted.end(), [](const json::object* a, const json::object* b) {
+    return std::pair(kube::namespace_of(*a), kube::name_of(*a)) < std::pair(kube::namespace_of(*b), kube::name_of(*b));
+  });
+  for (const json::object* p : sorted) {
+    if (string_at_pointer(*p, "/status/phase") != "Pending" || string_at_pointer(*p, "/spec/nodeName") != node) {
+      continue;
+    }
+    const auto phase = annotation(*p, kBindPhaseAnnotation);
+    if (!annotation(*p, kBindTimeAnnotation) || !phase ||
+        (*phase != kBindPhaseAllocating && *phase != kBindPhaseSuccess)) {
+      continue;
+    }
+    if (annotation(*p, kVgpuNodeAnnotation).value_or("") == node) {
+      return *p;
+    }
+  }
+  return std::nullopt;
+}
+
+MockDeviceAgent::MockDeviceAgent(asio::any_io_executor executor, std::shared_ptr<LoopApi> api, std::string gpu_resource)
+    : executor_(std::move(executor)), api_(std::move(api)), gpu_resource_(std::move(gpu_resource)) {}
+
+std::size_t MockDeviceAgent::in_flight() const {
+  std::size_t n = 0;
+  for (const auto& [node, q] : queues_) {
+    n += q.pods.size() + (q.running ? 1 : 0);
+  }
+  return n;
+}
 
 void MockDeviceAgent::on_node_event(const kube::ReflectorEvent& e) {
   using T = kube::ReflectorEventType;
-  auto apply = [&](const boost::json::object& n) {
-    const std::string name = kube::name_of(n);
-    managed_.insert(name);
-    nodes_[name] = {kube::resource_version_of(n), annotation(n, kNodeLockAnnotation)};
-    consider_node_lock(name);
-  };
   switch (e.type) {
     case T::relisted:
       managed_.clear();
-      nodes_.clear();
       for (const auto& n : *e.items) {
-        apply(n);
+        managed_.insert(kube::name_of(n));
       }
       break;
     case T::added:
     case T::modified:
-      apply(*e.object);
+      managed_.insert(kube::name_of(*e.object));
       break;
     case T::deleted:
       managed_.erase(kube::name_of(*e.object));
-      nodes_.erase(kube::name_of(*e.object));
       break;
     case T::bookmark:
       break;
@@ -92,6 +274,7 @@ void MockDeviceAgent::on_pod_event(const kube::ReflectorEvent& e) {
   using T = kube::ReflectorEventType;
   switch (e.type) {
     case T::relisted:
+      pods_.clear();
       for (const auto& p : *e.items) {
         consider_pod(p);
       }
@@ -100,133 +283,244 @@ void MockDeviceAgent::on_pod_event(const kube::ReflectorEvent& e) {
     case T::modified:
       consider_pod(*e.object);
       break;
-    case T::deleted: {
-      const std::string key = kube::namespace_of(*e.object) + "/" + kube::name_of(*e.object);
-      done_phase_[key] = "deleted";
-      const std::string node = string_at_pointer(*e.object, "/spec/nodeName");
-      if (!node.empty()) {
-        consider_node_lock(node);
-      }
+    case T::deleted:
+      pods_.erase(kube::namespace_of(*e.object) + "/" + kube::name_of(*e.object));
       break;
-    }
     case T::bookmark:
       break;
   }
 }
 
-void MockDeviceAgent::consider_pod(const boost::json::object& pod) {
-  const std::string ns = kube::namespace_of(pod);
-  const std::string name = kube::name_of(pod);
-  const std::string key = ns + "/" + name;
+void MockDeviceAgent::consider_pod(const json::object& pod) {
+  const std::string key = kube::namespace_of(pod) + "/" + kube::name_of(pod);
   const std::string node = string_at_pointer(pod, "/spec/nodeName");
-  const std::string phase = annotation(pod, kBindPhaseAnnotation).value_or("");
-  if (phase == kBindPhaseSuccess || phase == kBindPhaseFailed) {
-    done_phase_[key] = phase;
-    if (!node.empty() && managed_.count(node)) {
-      consider_node_lock(node);
-    }
+  if (node.empty() || !managed_.count(node)) {
+    pods_.erase(key);
     return;
   }
-  done_phase_.erase(key);
-  auto patch = mock_allocate_patch(pod, managed_);
-  if (!patch || busy_.count(key)) {
+  pods_[key] = pod;
+  const std::string uid = kube::uid_of(pod).empty() ? key : kube::uid_of(pod);
+  const std::string phase = string_at_pointer(pod, "/status/phase");
+  if (admitted_uids_.count(uid) || phase == "Succeeded" || phase == "Failed" ||
+      !string_at_pointer(pod, "/metadata/deletionTimestamp").empty()) {
     return;
   }
-  busy_.insert(key);
-  asio::co_spawn(executor_, allocate(ns, name, node, std::move(*patch)), asio::detached);
+  admitted_uids_.insert(uid);
+  if (annotation(pod, kDevicePluginRecordAnnotation)) {
+    return;  // admitted before this agent started (kubelet's checkpoint)
+  }
+  if (kubelet_allocate_calls(pod, gpu_resource_).empty() && !annotation(pod, kDevicesToAllocateAnnotation)) {
+    return;  // kubelet never calls the plugin and there is nothing to report
+  }
+  queues_[node].pods.push_back(key);
+  kick(node);
 }
 
-asio::awaitable<void> MockDeviceAgent::allocate(std::string ns, std::string name, std::string node, std::string patch) {
+void MockDeviceAgent::kick(const std::string& node) {
+  NodeQueue& q = queues_[node];
+  if (q.running || q.pods.empty()) {
+    return;
+  }
+  q.running = true;
+  asio::co_spawn(executor_, drain(node), asio::detached);
+}
+
+asio::awaitable<void> MockDeviceAgent::drain(std::string node) {
   auto self = shared_from_this();
-  const std::string key = ns + "/" + name;
-  auto r = co_await api_->patch_pod(ns, name, patch);
-  busy_.erase(key);
-  if (!r) {
-    if (r.error().is_conflict()) {
-      // Changed since our copy; its event may already have passed while we were busy: read it and judge again.
-      ++stats_.conflicts;
-      auto g = co_await api_->get_pod(ns, name);
-      if (g) {
-        consider_pod(*g);
+  // kubelet admits one pod at a time, and the plugin serves one Allocate at a time per resource.
+  while (!queues_[node].pods.empty()) {
+    std::string key = queues_[node].pods.front();
+    queues_[node].pods.pop_front();
+    co_await admit(node, key);
+  }
+  queues_[node].running = false;
+}
+
+asio::awaitable<Result<json::object>> MockDeviceAgent::pending_pod(const std::string& node) {
+  auto n = co_await api_->get_node(node);
+  if (!n) {
+    co_return make_error("get node " + node + ": " + n.error().to_string());
+  }
+  if (const auto lock = annotation(*n, kNodeLockAnnotation)) {
+    // nodelock.ParseNodeLock: a bare RFC 3339 time is the legacy form; otherwise exactly three parts.
+    const auto parts = split(*lock, ',');
+    if (parts.size() == 1) {
+      if (auto t = parse_rfc3339(parts[0]); !t) {
+        co_return make_error("parsing time \"" + *lock + "\": " + t.message());
       }
-    } else if (!r.error().is_not_found()) {
-      // Transport trouble or a 5xx: the pod's next event may never come (it is bound and waiting), so retry
-      // here, bounded, or the node lock would stall until the scheduler's timeout.
-      log::warning("mock allocate failed; retrying", {{"pod", key}, {"error", r.error().to_string()}});
-      for (int attempt = 0; attempt < 10; ++attempt) {
-        asio::steady_timer t(executor_);
-        t.expires_after(std::chrono::milliseconds(200 << std::min(attempt, 4)));
-        co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-        auto g = co_await api_->get_pod(ns, name);
-        if (g) {
-          consider_pod(*g);
-          break;
-        }
-        if (g.error().is_not_found()) {
-          break;
-        }
+    } else if (parts.size() != 3) {
+      co_return make_error("malformed lock annotation: expected 3 parts, got " + std::to_string(parts.size()) +
+                           " from " + *lock);
+    } else if (auto t = parse_rfc3339(parts[0]); !t) {
+      co_return make_error("parsing time \"" + std::string(parts[0]) + "\": " + t.message());
+    } else if (!parts[1].empty() && !parts[2].empty()) {
+      auto p = co_await api_->get_pod(std::string(parts[1]), std::string(parts[2]));
+      if (!p) {
+        co_return make_error("get pod " + std::string(parts[1]) + "/" + std::string(parts[2]) + ": " +
+                             p.error().to_string());
       }
+      co_return std::move(*p);
     }
+  }
+  std::vector<const json::object*> candidates;
+  for (const auto& [key, p] : pods_) {
+    candidates.push_back(&p);
+  }
+  if (auto p = plugin_fallback_pending_pod(candidates, node)) {
+    co_return std::move(*p);
+  }
+  co_return make_error("no binding pod found on node " + node);
+}
+
+asio::awaitable<void> MockDeviceAgent::admit(std::string node, std::string key) {
+  auto it = pods_.find(key);
+  if (it == pods_.end()) {
     co_return;
   }
-  const std::string phase = annotation(*r, kBindPhaseAnnotation).value_or("");
-  done_phase_[key] = phase;
-  if (phase == kBindPhaseFailed) {
-    ++stats_.failed;
-  } else {
-    ++stats_.allocated;
+  const json::object pod = it->second;
+  const std::string ns = kube::namespace_of(pod);
+  const std::string name = kube::name_of(pod);
+  const auto calls = kubelet_allocate_calls(pod, gpu_resource_);
+
+  json::array containers;
+  for (const char* k : {"initContainers", "containers"}) {
+    const auto* spec = pod.if_contains("spec");
+    const auto* arr = spec != nullptr && spec->is_object() ? spec->get_object().if_contains(k) : nullptr;
+    for (const auto& c : arr != nullptr && arr->is_array() ? arr->get_array() : json::array{}) {
+      json::object rec;
+      rec["name"] = c.is_object() ? string_at_pointer(c.get_object(), "/name") : std::string();
+      rec["init"] = std::string_view(k) == "initContainers";
+      rec["devices"] = 0;
+      rec["allocated"] = false;
+      rec["env"] = container_env_record(c.is_object() ? &c.get_object() : nullptr, {});
+      containers.emplace_back(std::move(rec));
+    }
   }
-  log::info("mock allocate", {{"pod", key}, {"node", node}, {"bindPhase", phase}}, 1);
+  auto record_for = [&](const KubeletAllocateCall& call) -> json::object* {
+    for (auto& c : containers) {
+      auto& o = c.as_object();
+      if (o.at("name").as_string() == call.container && o.at("init").as_bool() == call.init) {
+        return &o;
+      }
+    }
+    return nullptr;
+  };
+
+  std::string error;
+  std::string pending_key;
+  for (const auto& call : calls) {
+    ++stats_.allocate_calls;
+    auto pending = co_await pending_pod(node);
+    if (!pending) {
+      error = pending.message();  // Allocate returns the error; nothing is written, the lock stays
+      break;
+    }
+    const std::string pns = kube::namespace_of(*pending);
+    const std::string pname = kube::name_of(*pending);
+    pending_key = pns + "/" + pname;
+    auto res = emulate_allocate(*pending, call.devices, kube::uid_of(pod) + "-" + call.container);
+    if (!res.ok) {
+      error = res.error;
+      co_await finish_pod(node, *pending, kBindPhaseFailed);
+      break;
+    }
+    auto erased = co_await api_->patch_pod(
+        pns, pname, annotation_patch(kDevicesToAllocateAnnotation, json::value(res.erased_to_allocate)));
+    if (!erased) {
+      error = "erase device annotation: " + erased.error().to_string();
+      co_await finish_pod(node, *pending, kBindPhaseFailed);
+      break;
+    }
+    if (json::object* rec = record_for(call)) {
+      (*rec)["devices"] = call.devices;
+      (*rec)["allocated"] = true;
+      (*rec)["env"] = container_env_record(find_container(pod, call.container, call.init), res.envs);
+    }
+    // PodAllocationTrySuccess: re-read the pod; nothing of the vendor left -> success and release the lock.
+    auto fresh = co_await api_->get_pod(pns, pname);
+    if (fresh && !plugin_has_pending_entries(annotation(*fresh, kDevicesToAllocateAnnotation).value_or(""))) {
+      co_await finish_pod(node, *fresh, kBindPhaseSuccess);
+    }
+  }
+
+  json::object record;
+  record["result"] = error.empty() ? "admitted" : "rejected";
+  if (!error.empty()) {
+    record["error"] = error;
+  }
+  if (!pending_key.empty()) {
+    record["pendingPod"] = pending_key;
+  }
+  if (calls.empty()) {
+    // kubelet calls no plugin for this pod, yet it carries device entries: they are never consumed, the pod
+    // never reaches bind-phase=success and a lock naming it stays until it expires.
+    record["note"] = "no container has a " + gpu_resource_ + " limit: kubelet makes no Allocate call";
+  }
+  record["containers"] = std::move(containers);
+  if (error.empty()) {
+    ++stats_.admitted;
+  } else {
+    ++stats_.rejected;
+  }
+  log::info("device plugin emulation",
+            {{"pod", key}, {"node", node}, {"result", error.empty() ? "admitted" : "rejected"}, {"error", error}}, 1);
+  auto w = co_await api_->patch_pod(
+      ns, name, annotation_patch(kDevicePluginRecordAnnotation, json::value(json::serialize(record))));
+  if (!w && !w.error().is_not_found()) {
+    log::warning("recording the device plugin result failed", {{"pod", key}, {"error", w.error().to_string()}});
+  }
+  if (!error.empty()) {
+    kube::EventRecord ev;
+    ev.namespace_ = ns;
+    ev.event_time = std::chrono::system_clock::now();
+    ev.reporting_controller = "gpuslice.io/mock-device-agent";
+    ev.reporting_instance = node;
+    ev.action = "Admit";
+    ev.reason = "UnexpectedAdmissionError";
+    ev.type = "Warning";
+    ev.note = "Allocate failed due to " + error + ", which is unexpected";
+    ev.regarding.namespace_ = ns;
+    ev.regarding.name = name;
+    ev.regarding.uid = kube::uid_of(pod);
+    (void)co_await api_->create_event(std::move(ev));
+  }
+}
+
+asio::awaitable<void> MockDeviceAgent::finish_pod(const std::string& node, const json::object& pending,
+                                                  std::string_view phase) {
+  const std::string ns = kube::namespace_of(pending);
+  const std::string name = kube::name_of(pending);
+  auto r = co_await api_->patch_pod(ns, name, annotation_patch(kBindPhaseAnnotation, json::value(phase)));
+  if (!r) {
+    log::warning("setting bind-phase failed", {{"pod", ns + "/" + name}, {"error", r.error().to_string()}});
+  }
   co_await release_lock(node, ns, name);
 }
 
-void MockDeviceAgent::consider_node_lock(const std::string& node) {
-  auto it = nodes_.find(node);
-  if (it == nodes_.end() || !it->second.second) {
-    return;
-  }
-  auto parsed = parse_node_lock(*it->second.second);
-  if (!parsed || parsed->legacy) {
-    return;  // not ours to judge: the scheduler's janitor handles expiry
-  }
-  auto done = done_phase_.find(parsed->ns + "/" + parsed->pod);
-  if (done == done_phase_.end()) {
-    return;
-  }
-  const std::string busy_key = "node:" + node;
-  if (busy_.count(busy_key)) {
-    return;
-  }
-  busy_.insert(busy_key);
-  auto task = [](std::shared_ptr<MockDeviceAgent> self, std::string n, std::string ns,
-                 std::string pod) -> asio::awaitable<void> {
-    co_await self->release_lock(n, ns, pod);
-    self->busy_.erase("node:" + n);
-  };
-  asio::co_spawn(executor_, task(shared_from_this(), node, parsed->ns, parsed->pod), asio::detached);
-}
-
-asio::awaitable<void> MockDeviceAgent::release_lock(std::string node, std::string ns, std::string name) {
+asio::awaitable<void> MockDeviceAgent::release_lock(const std::string& node, const std::string& ns,
+                                                    const std::string& name) {
+  // nodelock.ReleaseNodeLock(skipOwnerCheck=false): only a lock ending in ",<ns>,<name>"; 5 tries.
+  const std::string suffix = "," + ns + "," + name;
   for (int attempt = 0; attempt < 5; ++attempt) {
-    auto it = nodes_.find(node);
-    if (it == nodes_.end() || !lock_held_by(it->second.second, ns, name)) {
+    auto n = co_await api_->get_node(node);
+    if (!n) {
       co_return;
     }
-    auto r = co_await api_->patch_node(node, node_lock_patch(it->second.first, std::nullopt));
+    const auto lock = annotation(*n, kNodeLockAnnotation);
+    if (!lock || lock->size() < suffix.size() ||
+        lock->compare(lock->size() - suffix.size(), suffix.size(), suffix) != 0) {
+      co_return;
+    }
+    auto r = co_await api_->patch_node(node, lock_release_patch(kube::resource_version_of(*n)));
     if (r) {
-      nodes_[node] = {kube::resource_version_of(*r), annotation(*r, kNodeLockAnnotation)};
       ++stats_.locks_released;
-      log::info("mock agent released node lock", {{"node", node}, {"pod", ns + "/" + name}}, 1);
-      co_return;
-    }
-    if (r.error().is_not_found()) {
+      log::info("device plugin emulation released node lock", {{"node", node}, {"pod", ns + "/" + name}}, 1);
       co_return;
     }
     ++stats_.conflicts;
-    auto g = co_await api_->get_node(node);
-    if (g) {
-      nodes_[node] = {kube::resource_version_of(*g), annotation(*g, kNodeLockAnnotation)};
-    }
+    asio::steady_timer t(executor_);
+    t.expires_after(std::chrono::milliseconds(100 << attempt));
+    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
   }
 }
 
@@ -240,7 +534,7 @@ int run_mock_device_agent(const MockAgentConfig& config) {
   kube::ClientOptions co;
   co.qps = config.qps;
   co.burst = config.burst;
-  co.max_idle_connections = 32;  // allocations run concurrently: keep their connections alive
+  co.max_idle_connections = 32;  // nodes admit concurrently: keep their connections alive
   co.user_agent = "gpuslice-mock-device-agent";
   auto client = kube::Client::create(io.get_executor(), std::move(*rest), co);
   if (!client) {
@@ -276,7 +570,7 @@ int run_mock_device_agent(const MockAgentConfig& config) {
     pod_reflector->stop();
     io.stop();
   });
-  log::info("mock device agent running", {{"nodeSelector", config.node_selector}});
+  log::info("mock device agent running (HAMi v2.10 device plugin emulation)", {{"nodeSelector", config.node_selector}});
   io.run();
   return 0;
 }

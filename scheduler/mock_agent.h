@@ -1,62 +1,137 @@
 #pragma once
-// The lab's mock device agent: for simulated GPU nodes it completes HAMi's allocation protocol the way the
-// real device plugin does at Allocate (hami-protocol.md §4 steps 4-5), so the node lock never stalls:
-// for each pod bound to a managed node with hami.io/bind-phase=allocating, it empties the consumed
-// hami.io/vgpu-devices-to-allocate entries (every container slot kept, each now empty), sets
-// bind-phase=success (one merge patch with the pod's resourceVersion), then releases hami.io/mutex.lock on the
-// node if the lock names that pod (merge patch with the node's resourceVersion). A lock naming a pod that is
-// already success/failed (the agent died between the two patches) is released too.
+// The lab's device agent: an emulation of HAMi v2.10's NVIDIA device plugin Allocate path, driven the way
+// kubelet's device manager drives it, for simulated GPU nodes (no NVML, no kubelet). It is never looser than the
+// real plugin; every difference is listed in hami-protocol.md §14. Followed upstream (Project-HAMi/HAMi):
+//   pkg/device-plugin/nvidiadevice/nvinternal/plugin/server.go  Allocate, getAllocateResponse
+//   pkg/device-plugin/nvidiadevice/nvinternal/plugin/util.go    GetNextDeviceRequest, PodAllocationTrySuccess,
+//                                                               PodAllocationFailed
+//   pkg/util/util.go                                            GetPendingPod, GetAllocatePodByNode
+//   pkg/device/devices.go                                       DecodePodDevices (empty entries dropped),
+//                                                               EraseNextDeviceTypeFromAnnotation
+//   pkg/util/nodelock/nodelock.go                               ParseNodeLock, ReleaseNodeLock (owner check)
+//
+// For each pod newly bound to a managed node (what kubelet admits), one per node at a time:
+//  1. kubelet's calls: init containers (sidecars included) in order, then app containers, only those whose
+//     resources.limits has nvidia.com/gpu > 0, each asking for exactly that many devices;
+//  2. per call, as the plugin: GET the node, find the pending pod through hami.io/mutex.lock (a lock that does not
+//     parse, or names a pod that cannot be read, fails the call with no write; a legacy or absent lock falls back
+//     to the first Pending pod on the node with bind-time, bind-phase allocating|success and vgpu-node = node);
+//     pop the first non-empty entry of its hami.io/vgpu-devices-to-allocate ("device request not found" when there
+//     is none), require its device count to equal the call's ("device number not matched"), compute the
+//     environment, patch the annotation with that entry emptied, then re-read the pod and, when no NVIDIA entry
+//     is left, set bind-phase=success and release the lock if it names that pod. Any failure sets
+//     bind-phase=failed and releases the lock the same way; kubelet then stops admitting the pod;
+//  3. the result is recorded on the admitted pod in `lab.gpuslice.io/device-plugin` (JSON, below) and, on
+//     failure, as a Warning Event UnexpectedAdmissionError, so e2e tests assert on what containers would get.
+// Pods kubelet would not call the plugin for (no container with the limit) and without a device entry are
+// left alone. The agent never releases a lock the plugin would not.
 
 #include "kube/client.h"
 #include "kube/reflector.h"
-#include "scheduler/loop.h"
+#include "scheduler/allocation.h"
 #include "scheduler/loop_api.h"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace gpuslice::scheduler {
 
-/// Pure: the merge patch that completes Allocate for `pod` on a managed node, or nullopt when there is nothing
-/// to do (not bound to a managed node, bind-phase not allocating, finished). An undecodable -to-allocate is
-/// answered like the plugin's error path: bind-phase=failed.
-std::optional<std::string> mock_allocate_patch(const boost::json::object& pod,
-                                               const std::set<std::string, std::less<>>& managed_nodes);
+/// Where the agent records what the emulated plugin returned for each container of an admitted pod:
+/// {"result":"admitted"|"rejected","error":"...","containers":[{"name":"main","init":false,"devices":1,
+///  "allocated":true,"env":{"NVIDIA_VISIBLE_DEVICES":"GPU-a",...}},...]} (containers in kubelet's order, every
+/// container listed; `env` is the plugin's environment overlaid with the container's own literal env for the
+/// HAMi-core variables, the way the runtime sees it; `pendingPod` names the pod the plugin took entries from).
+inline constexpr std::string_view kDevicePluginRecordAnnotation = "lab.gpuslice.io/device-plugin";
+
+/// One Allocate call kubelet makes for a pod.
+struct KubeletAllocateCall {
+  std::string container;
+  bool init = false;
+  int64_t devices = 0;  ///< the container's nvidia.com/gpu limit
+};
+
+/// kubelet's device manager order for `pod`: every container (init first) with a positive `gpu_resource` limit.
+/// A limit that is not a whole number is skipped (the API server rejects such pods).
+std::vector<KubeletAllocateCall> kubelet_allocate_calls(const boost::json::object& pod,
+                                                        const std::string& gpu_resource);
+
+/// The v2.10 decode of a device string for one vendor: segments split by `;`, each by `:`, a device needs at
+/// least 4 comma fields (otherwise the whole string decodes to nothing, as DecodePodDevices swallows the error),
+/// numbers that do not parse become 0, and EMPTY CONTAINER ENTRIES ARE DROPPED.
+std::vector<ContainerDevices> plugin_decode_entries(std::string_view text);
+
+/// The v2.10 encode after erasing: each entry, then `;`.
+std::string plugin_encode_entries(const std::vector<ContainerDevices>& entries);
+
+struct EmulatedAllocate {
+  bool ok = false;
+  std::string error;                        ///< the plugin's error text when !ok
+  std::map<std::string, std::string> envs;  ///< the plugin's container environment when ok
+  std::string erased_to_allocate;           ///< -to-allocate after this call (the plugin's patch) when ok
+};
+
+/// One Allocate for `devices` devices against `pending` (the pod GetPendingPod returned). `shared_cache_id`
+/// stands in for the random UUID of CUDA_DEVICE_MEMORY_SHARED_CACHE. Pure.
+EmulatedAllocate emulate_allocate(const boost::json::object& pending, int64_t devices, std::string_view shared_cache_id,
+                                  std::string_view hook_path = "/usr/local/vgpu");
+
+/// True when `to_allocate` still holds the vendor word (PodAllocationTrySuccess keeps waiting).
+bool plugin_has_pending_entries(std::string_view to_allocate);
+
+/// GetPendingPod's fallback: the first (by namespace/name) of `pods` that is Pending on `node` with bind-time,
+/// bind-phase allocating|success and hami.io/vgpu-node == node.
+std::optional<boost::json::object> plugin_fallback_pending_pod(const std::vector<const boost::json::object*>& pods,
+                                                               std::string_view node);
 
 struct MockAgentStats {
-  uint64_t allocated = 0;
-  uint64_t failed = 0;
+  uint64_t admitted = 0;  ///< pods whose every Allocate call succeeded
+  uint64_t rejected = 0;  ///< pods with a failed Allocate call
+  uint64_t allocate_calls = 0;
   uint64_t locks_released = 0;
   uint64_t conflicts = 0;
 };
 
 class MockDeviceAgent : public std::enable_shared_from_this<MockDeviceAgent> {
  public:
-  MockDeviceAgent(boost::asio::any_io_executor executor, std::shared_ptr<LoopApi> api);
+  MockDeviceAgent(boost::asio::any_io_executor executor, std::shared_ptr<LoopApi> api,
+                  std::string gpu_resource = "nvidia.com/gpu");
 
   void on_pod_event(const kube::ReflectorEvent& event);
   void on_node_event(const kube::ReflectorEvent& event);
   const MockAgentStats& stats() const { return stats_; }
-  std::size_t in_flight() const { return busy_.size(); }
+  std::size_t in_flight() const;
 
  private:
+  struct NodeQueue {
+    std::deque<std::string> pods;  // "ns/name" waiting for admission, in arrival order
+    bool running = false;
+  };
   void consider_pod(const boost::json::object& pod);
-  void consider_node_lock(const std::string& node);
-  boost::asio::awaitable<void> allocate(std::string ns, std::string name, std::string node, std::string patch);
-  boost::asio::awaitable<void> release_lock(std::string node, std::string ns, std::string name);
+  void kick(const std::string& node);
+  boost::asio::awaitable<void> drain(std::string node);
+  boost::asio::awaitable<void> admit(std::string node, std::string key);
+  /// GetPendingPod: the pod whose entries the next Allocate consumes, or the plugin's error.
+  boost::asio::awaitable<Result<boost::json::object>> pending_pod(const std::string& node);
+  boost::asio::awaitable<void> finish_pod(const std::string& node, const boost::json::object& pending,
+                                          std::string_view phase);
+  boost::asio::awaitable<void> release_lock(const std::string& node, const std::string& ns, const std::string& name);
 
   boost::asio::any_io_executor executor_;
   std::shared_ptr<LoopApi> api_;
+  std::string gpu_resource_;
   std::set<std::string, std::less<>> managed_;
-  std::map<std::string, std::pair<std::string, std::optional<std::string>>> nodes_;  // rv, lock
-  std::map<std::string, std::string> done_phase_;  // "ns/name" -> bind-phase success|failed (for stale locks)
-  std::set<std::string> busy_;                     // pods or "node:<n>" with a write in flight
+  std::map<std::string, boost::json::object, std::less<>> pods_;  // bound pods on managed nodes, by ns/name
+  std::set<std::string> admitted_uids_;                           // kubelet admits a pod once
+  std::map<std::string, NodeQueue> queues_;
+  uint64_t seq_ = 0;
   MockAgentStats stats_;
 };
 

@@ -103,9 +103,9 @@ LockDecision decide_node_lock(std::string_view node, const std::optional<std::st
         d.action = LockAction::take_owner_gone;
         d.reason = "node " + node_s + " lock owner " + holder + " has finished";
         return d;
-      case LockOwnerState::stale:
+      case LockOwnerState::allocation_over:
         d.action = LockAction::take_owner_gone;
-        d.reason = "node " + node_s + " lock owner " + holder + " is not waiting for allocation on this node";
+        d.reason = "node " + node_s + " lock owner " + holder + " is bound and can no longer allocate on this node";
         return d;
       case LockOwnerState::unknown:
         d.action = LockAction::lookup_owner;
@@ -167,11 +167,16 @@ LockOwnerState classify_lock_owner(const std::optional<PodBrief>& owner, std::st
   if (owner->phase == "Succeeded" || owner->phase == "Failed") {
     return LockOwnerState::finished;
   }
-  if (owner->vgpu_node == node && owner->bind_phase == kBindPhaseAllocating &&
-      (owner->node_name.empty() || owner->node_name == node)) {
+  // Only what is provable frees a lock early. An unbound owner may be mid-bind by any scheduler (HAMi's takes the
+  // lock before it writes bind-phase), so it is active whatever its annotations say; a bound pod is never bound
+  // again, so bound elsewhere, or bound here with the allocation finished, can never use this lock.
+  if (owner->node_name.empty()) {
     return LockOwnerState::active;
   }
-  return LockOwnerState::stale;
+  if (owner->node_name != node || (owner->bind_phase == kBindPhaseSuccess || owner->bind_phase == kBindPhaseFailed)) {
+    return LockOwnerState::allocation_over;
+  }
+  return LockOwnerState::active;
 }
 
 }  // namespace gpuslice::scheduler

@@ -38,9 +38,10 @@ enum class LockOwnerState {
   active,    ///< exists and has not finished (phase not Succeeded/Failed, no deletionTimestamp honoured)
   finished,  ///< phase Succeeded or Failed: it will never run Allocate (HAMi PR #3047)
   deleted,   ///< GET answered NotFound, or a different UID holds the name
-  /// Exists but is neither being bound by this scheduler nor waiting for Allocate on this node: debris of a
-  /// crash between lock and bind, or a device plugin that set bind-phase without releasing the lock.
-  stale,
+  /// Bound, and can never call Allocate under this lock again: bound to another node, or bound to this node
+  /// with bind-phase success or failed (a pod is bound once). An owner that is not bound yet is never this: any
+  /// scheduler (HAMi's included, which locks before it writes bind-phase) may be between lock and bind.
+  allocation_over,
 };
 
 enum class LockAction {
@@ -92,9 +93,11 @@ struct PodBrief {
 /// Reads the brief from a pod object; absent or non-string fields are empty.
 PodBrief brief_of(const boost::json::object& pod);
 
-/// Whether the owner of a lock on `node` still needs it: being bound by us (`binding_now`), or unbound / bound
-/// here with vgpu-node == node and bind-phase allocating (waiting for the device plugin's Allocate). Deleted
-/// (nullopt) and Succeeded/Failed owners are gone; anything else is stale.
+/// Whether the owner of a lock on `node` may still need it. Only what is provable frees a lock before its
+/// timeout, whoever wrote it: deleted (nullopt), Succeeded/Failed (finished), or bound and unable to allocate
+/// under it again (allocation_over: bound to another node, or bound here with bind-phase success/failed).
+/// Being bound by us (`binding_now`) or not bound yet (any scheduler may be between lock and bind) is active,
+/// whatever the owner's annotations say. Pure.
 LockOwnerState classify_lock_owner(const std::optional<PodBrief>& owner, std::string_view node, bool binding_now);
 
 }  // namespace gpuslice::scheduler

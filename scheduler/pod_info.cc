@@ -364,18 +364,33 @@ Result<PodInfo> parse_pod(const json::object& pod, const DeviceConfig& devices) 
   }
   p.requests = reqs.value();
 
-  if (auto text = ann(kGpuRequestAnnotation)) {
-    auto g = decode_gpu_request(*text);
-    if (!g.ok()) {
-      return fail(g.message());
+  auto g = extract_gpu_request(pod, devices, CountRule::kubelet);
+  if (!g.ok()) {
+    return fail(g.message());
+  }
+  p.gpu = std::move(g.value());
+  if (const json::value* v = annotations->if_contains(kGpuRequestAnnotation)) {
+    // Written by the webhook from the same spec; anything else was written by someone else and is ignored.
+    std::string why;
+    if (!v->is_string()) {
+      why = "is not a string";
+    } else if (auto written = decode_gpu_request(v->get_string()); !written.ok()) {
+      why = "does not parse (" + written.message() + ")";
+    } else if (!(written.value() == p.gpu)) {
+      why = "disagrees with the containers' resources (it says " + std::string(v->get_string()) + ", the spec gives " +
+            encode_gpu_request(p.gpu) + ")";
     }
-    p.gpu = std::move(g.value());
-  } else {
-    auto g = extract_gpu_request(pod, devices);
-    if (!g.ok()) {
-      return fail(g.message());
+    if (!why.empty()) {
+      p.ignored_annotations.push_back(std::string(kGpuRequestAnnotation) + " " + why + "; scheduling from the spec");
     }
-    p.gpu = std::move(g.value());
+  }
+  const bool bound = spec != nullptr && !str(*spec, "nodeName").empty();
+  if (!bound) {
+    for (std::string_view k : kSchedulerOwnedAnnotations) {
+      if (annotations->contains(k)) {
+        p.unbound_owned_annotations.emplace_back(k);
+      }
+    }
   }
 
   if (auto v = ann(kUseGpuTypeAnnotation)) p.selectors.use_types = comma_list(*v);

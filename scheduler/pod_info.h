@@ -94,6 +94,13 @@ struct PodInfo {
   std::optional<std::string> node_policy;  ///< per-pod override: binpack | spread (unknown names: binpack)
   std::optional<std::string> gpu_policy;   ///< per-pod override: spread | binpack (unknown names: spread)
   ScoringWeights weights;
+  /// Annotations parse_pod did not trust, one human-readable line each (the loop logs them and records an
+  /// Event): a `gpuslice.io/gpu-request` that does not parse or disagrees with the spec.
+  std::vector<std::string> ignored_annotations;
+  /// Scheduler-owned `hami.io/*` annotations (kSchedulerOwnedAnnotations) present on a pod that is not bound
+  /// yet, in that list's order. Never read as allocation; the loop reports them unless it wrote them itself
+  /// (an attempt of its own that did not bind) and overwrites or removes them when it binds the pod.
+  std::vector<std::string> unbound_owned_annotations;
   /// Preferred node affinity (NodeAffinity's score), ORed terms with weights.
   std::vector<std::pair<int32_t, NodeSelectorTerm>> preferred_affinity;
   /// Labels, pod (anti-)affinity, spread, ports, volumes, DRA claims (scheduler/framework/pod_facts.h); never null
@@ -103,8 +110,11 @@ struct PodInfo {
   std::string key() const { return ns + "/" + name; }
 };
 
-/// Parses a Pod object. The GPU request comes from `gpuslice.io/gpu-request` when present, else from the
-/// containers' resources with HAMi's rules (common/gpu_request.h). Errors name the field and value, e.g. a bad
+/// Parses a Pod object. The GPU request is derived from the containers' resources as kubelet will act on them
+/// (CountRule::kubelet, common/gpu_request.h): a container's card count is its `nvidia.com/gpu` limit, and
+/// memory, cores or percentage without one is an error naming the container and the fix. Nothing a pod author
+/// can write overrides that: `gpuslice.io/gpu-request` is only compared (a disagreeing or unreadable value is
+/// listed in ignored_annotations), never trusted. Errors name the field and value, e.g. a bad
 /// `hami.io/device-scoring-weights` (which HAMi treats as failing the whole Filter), a bad quantity, or an
 /// unknown node affinity operator.
 Result<PodInfo> parse_pod(const boost::json::object& pod, const DeviceConfig& devices);

@@ -70,6 +70,7 @@ struct ReasonCounts {
                                                 reason::kCardCordoned,
                                                 reason::kCardInsufficientCore,
                                                 reason::kCardInsufficientMemory,
+                                                reason::kCardMigModeUnsupported,
                                                 reason::kCardNotHealth,
                                                 reason::kCardTimeSlicingExhausted,
                                                 reason::kCardTypeMismatch,
@@ -267,6 +268,10 @@ bool fit_container(std::vector<Work>& work, const ContainerGpuRequest& req, cons
     }
     if (card.cordoned) {
       rc.add(reason::kCardCordoned);
+      continue;
+    }
+    if (d.mode == "mig") {
+      rc.add(reason::kCardMigModeUnsupported);
       continue;
     }
     bool type_ok = true;

@@ -44,6 +44,10 @@ inline constexpr std::string_view kCardInsufficientMemory = "CardInsufficientMem
 inline constexpr std::string_view kCardInsufficientCore = "CardInsufficientCore";
 inline constexpr std::string_view kCardNotHealth = "CardNotHealth";
 inline constexpr std::string_view kCardCordoned = "CardCordoned";
+/// gpuslice's own: the card registers `mode: mig`. HAMi's MIG protocol (templates, hami.io/vgpu-mig-allocations)
+/// is not implemented, and the v2.10 plugin in MIG mode refuses an entry without its MIG reservation, so such
+/// a card is never chosen (hami-protocol.md §16).
+inline constexpr std::string_view kCardMigModeUnsupported = "CardMigModeUnsupported";
 inline constexpr std::string_view kNumaNotFit = "NumaNotFit";
 inline constexpr std::string_view kExclusiveDeviceAllocateConflict = "ExclusiveDeviceAllocateConflict";
 inline constexpr std::string_view kNodeInsufficientDevice = "NodeInsufficientDevice";

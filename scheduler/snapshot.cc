@@ -190,8 +190,8 @@ struct CardUsage {
   int64_t slots = 0;
 };
 
-// Per card: max(largest init container, sum of app containers) of memory and cores; one slot per app entry
-// (hami-protocol.md §4, init containers).
+// Per card: max(largest init container, sum of app containers) of memory and cores; one slot per app entry,
+// and one for a card only init containers use, until they are done (hami-protocol.md §4, init containers).
 std::vector<CardUsage> card_usage(const PodRecord& rec) {
   std::vector<CardUsage> out;
   auto find = [&](std::string_view uuid) -> CardUsage& {
@@ -218,6 +218,10 @@ std::vector<CardUsage> card_usage(const PodRecord& rec) {
         CardUsage& u = find(d.uuid);
         u.mem = std::max(u.mem, d.mem_mib);
         u.cores = std::max(u.cores, d.cores);
+        // A card used only by init containers still holds one time-slicing slot while they run: HAMi v2.10
+        // folds a pod's usage per card with slots = max(init ? 1 : 0, app entries, 1) and getNodesUsage adds
+        // max(Slots, 1) to Used (pkg/scheduler/pods.go, pkg/scheduler/scheduler.go).
+        u.slots = std::max<int64_t>(u.slots, 1);
       }
     }
   }

@@ -20,6 +20,7 @@ constexpr std::string_view kIgnoreLabels[] = {"gpuslice.io/webhook", "hami.io/we
 constexpr std::string_view kIgnoreValue = "ignore";
 constexpr std::string_view kTaskPriorityEnv = "CUDA_TASK_PRIORITY";
 constexpr std::string_view kCorePolicyEnv = "GPU_CORE_UTILIZATION_POLICY";
+constexpr std::string_view kVisibleDevicesEnv = "NVIDIA_VISIBLE_DEVICES";
 
 // Quotes a value for a message: strings in double quotes, anything else as its JSON text.
 std::string show(const json::value& v) {
@@ -158,6 +159,52 @@ void ensure_env(Patch& patch, const ContainerRef& c,
   }
 }
 
+// Annotation ops that make the pod carry exactly `request` as gpuslice.io/gpu-request (nullopt: not at all)
+// and none of HAMi's scheduler-owned annotations: nothing a pod author writes there survives admission.
+void fix_annotations(Patch& patch, const json::object* metadata_p, const std::optional<std::string>& request) {
+  const json::object* annotations = metadata_p != nullptr ? object_at(*metadata_p, "annotations") : nullptr;
+  const std::string req_key = "/metadata/annotations/" + json_pointer_escape(kGpuRequestAnnotation);
+  if (annotations != nullptr) {
+    for (std::string_view k : kSchedulerOwnedAnnotations) {
+      if (annotations->contains(k)) {
+        patch.push_back({PatchOp::Kind::remove, "/metadata/annotations/" + json_pointer_escape(k), {}});
+      }
+    }
+  }
+  const json::value* cur = annotations != nullptr ? annotations->if_contains(kGpuRequestAnnotation) : nullptr;
+  if (!request) {
+    if (cur != nullptr) patch.push_back({PatchOp::Kind::remove, req_key, {}});
+    return;
+  }
+  if (metadata_p == nullptr) {
+    json::object a;
+    a[kGpuRequestAnnotation] = *request;
+    json::object m;
+    m["annotations"] = std::move(a);
+    patch.push_back({PatchOp::Kind::add, "/metadata", json::value(std::move(m))});
+  } else if (annotations == nullptr) {
+    json::object a;
+    a[kGpuRequestAnnotation] = *request;
+    patch.push_back({PatchOp::Kind::add, "/metadata/annotations", json::value(std::move(a))});
+  } else if (cur == nullptr) {
+    patch.push_back({PatchOp::Kind::add, req_key, json::value(*request)});
+  } else if (!cur->is_string() || cur->get_string() != *request) {
+    // A stale or forged value: the scheduler must read what the pod really asks for.
+    patch.push_back({PatchOp::Kind::replace, req_key, json::value(*request)});
+  }
+}
+
+bool has_env_var(const json::object& container, std::string_view name) {
+  const json::array* env = array_at(container, "env");
+  if (env == nullptr) return false;
+  for (const json::value& e : *env) {
+    const json::object* o = e.if_object();
+    const json::value* n = o != nullptr ? o->if_contains("name") : nullptr;
+    if (n != nullptr && n->is_string() && n->get_string() == name) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 MutationResult mutate_pod(const json::object& pod, std::string_view ns, const Configuration& config) {
@@ -176,14 +223,21 @@ MutationResult mutate_pod(const json::object& pod, std::string_view ns, const Co
       pod_ns = v->get_string();
     }
   }
+  // A skipped pod is left as its author wrote it, except for annotations only gpuslice (or HAMi's scheduler)
+  // may write: those are removed on every pod the webhook sees, so none is ever trusted.
+  auto skip_clean = [&](std::string message) {
+    MutationResult r = skip(std::move(message));
+    fix_annotations(r.patch, metadata_p, std::nullopt);
+    return r;
+  };
   if (std::find(wh.ignored_namespaces.begin(), wh.ignored_namespaces.end(), pod_ns) != wh.ignored_namespaces.end()) {
-    return skip("namespace \"" + std::string(pod_ns) + "\" is ignored by the webhook configuration");
+    return skip_clean("namespace \"" + std::string(pod_ns) + "\" is ignored by the webhook configuration");
   }
   if (const json::object* labels = object_at(metadata, "labels")) {
     for (std::string_view key : kIgnoreLabels) {
       const json::value* v = labels->if_contains(key);
       if (v != nullptr && v->is_string() && v->get_string() == kIgnoreValue) {
-        return skip("pod is labelled " + std::string(key) + ": ignore");
+        return skip_clean("pod is labelled " + std::string(key) + ": ignore");
       }
     }
   }
@@ -199,8 +253,8 @@ MutationResult mutate_pod(const json::object& pod, std::string_view ns, const Co
               std::find(wh.takeover_scheduler_names.begin(), wh.takeover_scheduler_names.end(), scheduler_name) !=
                   wh.takeover_scheduler_names.end();
   if (!ours) {
-    return skip("pod already has different scheduler assigned: spec.schedulerName \"" + std::string(scheduler_name) +
-                "\"");
+    return skip_clean("pod already has different scheduler assigned: spec.schedulerName \"" +
+                      std::string(scheduler_name) + "\"");
   }
 
   auto request = extract_gpu_request(pod, dev);
@@ -208,6 +262,16 @@ MutationResult mutate_pod(const json::object& pod, std::string_view ns, const Co
   if (!request->any()) {
     MutationResult r;
     r.message = "no GPU resources requested";
+    // HAMi's MutateAdmission runs on every container of every pod it is sent: with overwriteEnv a container
+    // without a GPU is told to see none (pkg/device/nvidia/device.go, pkg/scheduler/webhook.go).
+    if (wh.overwrite_env) {
+      for (const ContainerRef& ref : list_containers(spec)) {
+        if (ref.obj != nullptr && !has_env_var(*ref.obj, kVisibleDevicesEnv)) {
+          ensure_env(r.patch, ref, {{kVisibleDevicesEnv, "none"}});
+        }
+      }
+    }
+    fix_annotations(r.patch, metadata_p, std::nullopt);
     return r;
   }
 
@@ -261,7 +325,10 @@ MutationResult mutate_pod(const json::object& pod, std::string_view ns, const Co
     const ContainerRef& ref = refs[i];
     if (c.gpus > 0) {
       std::vector<std::pair<std::string, std::string>> add;
-      if (!has_resource(*ref.obj, dev.gpu_resource)) add.emplace_back(dev.gpu_resource, std::to_string(c.gpus));
+      // Kubelet allocates devices by the limit alone (HAMi's webhook adds it where it is missing from limits).
+      if (!has_resource_in(*ref.obj, "limits", dev.gpu_resource)) {
+        add.emplace_back(dev.gpu_resource, std::to_string(c.gpus));
+      }
       // HAMi's defaultExclusiveCoreIfNeeded: no gpucores, and 100 % or no memory asked -> a whole card.
       if (!has_resource(*ref.obj, dev.cores_resource)) {
         bool mem = has_resource(*ref.obj, dev.memory_resource);
@@ -276,28 +343,15 @@ MutationResult mutate_pod(const json::object& pod, std::string_view ns, const Co
     if (priorities[i]) env.emplace_back(kTaskPriorityEnv, std::to_string(*priorities[i]));
     if (wh.gpu_core_policy != "default" && !wh.gpu_core_policy.empty())
       env.emplace_back(kCorePolicyEnv, wh.gpu_core_policy);
+    // overwriteEnv: a container without a GPU must not see the node's cards. An author's own
+    // NVIDIA_VISIBLE_DEVICES is left alone (HAMi appends a second entry; the first would win in most runtimes).
+    if (c.gpus == 0 && wh.overwrite_env && !has_env_var(*ref.obj, kVisibleDevicesEnv)) {
+      env.emplace_back(kVisibleDevicesEnv, "none");
+    }
     ensure_env(patch, ref, env);
   }
 
-  std::string annotation = encode_gpu_request(request.value());
-  const json::object* annotations = object_at(metadata, "annotations");
-  const std::string key = json_pointer_escape(kGpuRequestAnnotation);
-  if (metadata_p == nullptr) {
-    json::object a;
-    a[kGpuRequestAnnotation] = annotation;
-    json::object m;
-    m["annotations"] = std::move(a);
-    patch.push_back({PatchOp::Kind::add, "/metadata", json::value(std::move(m))});
-  } else if (annotations == nullptr) {
-    json::object a;
-    a[kGpuRequestAnnotation] = annotation;
-    patch.push_back({PatchOp::Kind::add, "/metadata/annotations", json::value(std::move(a))});
-  } else if (const json::value* cur = annotations->if_contains(kGpuRequestAnnotation); cur == nullptr) {
-    patch.push_back({PatchOp::Kind::add, "/metadata/annotations/" + key, json::value(annotation)});
-  } else if (!cur->is_string() || cur->get_string() != annotation) {
-    // A stale or forged value: the scheduler must read what the pod really asks for.
-    patch.push_back({PatchOp::Kind::replace, "/metadata/annotations/" + key, json::value(annotation)});
-  }
+  fix_annotations(patch, metadata_p, encode_gpu_request(request.value()));
   return out;
 }
 

@@ -29,11 +29,15 @@ struct MutationResult {
 /// webhook.ignored_namespaces or a label `gpuslice.io/webhook` / `hami.io/webhook` is `ignore`; (2) deny 403
 /// when spec.containers is missing or empty; (3) skip when spec.schedulerName is set and is neither ours nor in
 /// webhook.takeover_scheduler_names; (4) deny 400 on a bad value (extract_gpu_request's errors, a non-string
-/// schedulerName/nodeName, a nvidia.com/priority that is not a whole number); (5) allow with no patch when no
-/// container asks for a GPU; (6) deny 403 for a privileged GPU container, then for spec.nodeName set;
-/// (7) patch: schedulerName, runtimeClassName, per container the nvidia.com/gpu and exclusive gpucores
-/// defaults (in limits, as strings) and the CUDA_TASK_PRIORITY / GPU_CORE_UTILIZATION_POLICY env, and the
-/// `gpuslice.io/gpu-request` annotation. Skips set `skipped` and a message; denials never carry a patch.
+/// schedulerName/nodeName, a nvidia.com/priority that is not a whole number); (5) allow when no container asks
+/// for a GPU (with webhook.overwrite_env, NVIDIA_VISIBLE_DEVICES=none on every container); (6) deny 403 for a
+/// privileged GPU container, then for spec.nodeName set; (7) patch: schedulerName, runtimeClassName, per
+/// container the nvidia.com/gpu limit and exclusive gpucores defaults (in limits, as strings), the
+/// CUDA_TASK_PRIORITY / GPU_CORE_UTILIZATION_POLICY env, NVIDIA_VISIBLE_DEVICES=none on GPU-less containers
+/// with overwrite_env, and the `gpuslice.io/gpu-request` annotation recomputed from the spec.
+/// On every allowed path (skips included) the patch removes what a pod author cannot be trusted to write:
+/// HAMi's scheduler-owned annotations (kSchedulerOwnedAnnotations) and, unless step (7) rewrites it,
+/// `gpuslice.io/gpu-request`. Skips set `skipped` and a message; denials never carry a patch.
 /// Applying the patch and calling again yields an empty patch.
 MutationResult mutate_pod(const boost::json::object& pod, std::string_view ns, const Configuration& config);
 

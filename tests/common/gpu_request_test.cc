@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 using namespace gpuslice;
+using Catch::Matchers::Contains;
 
 namespace {
 boost::json::object pod(const char* containers_json) {
@@ -62,4 +63,26 @@ TEST_CASE("the annotation round-trips") {
   CHECK(back.value() == req);
   CHECK_FALSE(decode_gpu_request("{\"containers\":[{\"gpus\":1,\"cores\":3}]}").ok());
   CHECK_FALSE(decode_gpu_request("[]").ok());
+}
+
+TEST_CASE("kubelet's rule: the count is the nvidia.com/gpu limit, memory or cores without it is an error") {
+  auto mem_only = pod(R"([{"name":"c","resources":{"limits":{"nvidia.com/gpumem":"3000"}}}])");
+  CHECK(extract_gpu_request(mem_only, DeviceConfig{}).ok());  // the webhook defaults the count
+  auto k = extract_gpu_request(mem_only, DeviceConfig{}, CountRule::kubelet);
+  REQUIRE_FALSE(k.ok());
+  CHECK_THAT(k.message(), Contains("container \"c\": asks for nvidia.com/gpumem=3000 without nvidia.com/gpu"));
+  CHECK_THAT(k.message(), Contains("add resources.limits.nvidia.com/gpu: \"1\""));
+
+  auto zero = pod(R"([{"name":"z","resources":{"limits":{"nvidia.com/gpu":"0","nvidia.com/gpucores":"20"}}}])");
+  auto kz = extract_gpu_request(zero, DeviceConfig{}, CountRule::kubelet);
+  REQUIRE_FALSE(kz.ok());
+  CHECK_THAT(kz.message(), Contains("its limit is 0"));
+
+  auto ok =
+      pod(R"([{"name":"c","resources":{"limits":{"nvidia.com/gpu":"2","nvidia.com/gpumem":"3000"}}},{"name":"cpu"}])");
+  auto kok = extract_gpu_request(ok, DeviceConfig{}, CountRule::kubelet);
+  REQUIRE(kok.ok());
+  CHECK(kok->containers.at(0).gpus == 2);
+  CHECK(kok->containers.at(1).gpus == 0);
+  CHECK(kok.value() == extract_gpu_request(ok, DeviceConfig{}).value());
 }

@@ -30,8 +30,15 @@ inline void check_mutation(const boost::json::object& pod, std::string_view ns, 
     if (!r.patch.empty()) fail("denial carries a patch", serialize_patch(r.patch));
     return;
   }
-  if (r.skipped && !r.patch.empty()) fail("skipped pod carries a patch", serialize_patch(r.patch));
-  if (!r.gpu_pod && !r.patch.empty()) fail("non-GPU pod carries a patch", serialize_patch(r.patch));
+  // A skipped or GPU-less pod is only cleaned: annotations nobody but the scheduler may write are removed and,
+  // with overwriteEnv on a GPU-less pod, its containers are told to see no card.
+  if (r.skipped || !r.gpu_pod) {
+    for (const PatchOp& op : r.patch) {
+      bool annotation_removal = op.kind == PatchOp::Kind::remove && op.path.rfind("/metadata/annotations/", 0) == 0;
+      bool env_op = !r.skipped && config.webhook.overwrite_env && op.path.find("/env") != std::string::npos;
+      if (!annotation_removal && !env_op) fail("skipped or GPU-less pod carries a mutation", serialize_patch(r.patch));
+    }
+  }
   if (r.patch.empty()) return;
 
   const std::string before = boost::json::serialize(pod);
@@ -54,16 +61,27 @@ inline void check_mutation(const boost::json::object& pod, std::string_view ns, 
   boost::json::value again_doc = boost::json::parse(applied.dump(), ec);
   if (ec || !again_doc.is_object()) return;
   MutationResult again = mutate_pod(again_doc.get_object(), ns, config);
-  if (!again.allowed || !again.gpu_pod || !again.patch.empty()) {
+  if (!again.allowed || again.gpu_pod != r.gpu_pod || !again.patch.empty()) {
     fail("second pass is not a no-op", "first: " + patch_text + "\nsecond: " + serialize_patch(again.patch) +
                                            "\nmessage: " + again.message + "\npod: " + before);
   }
-  // The annotation is what the scheduler will read: it must decode to the pod's own request.
   const auto& annotations = applied["metadata"]["annotations"];
+  if (!r.gpu_pod) {
+    if (annotations.is_object() && annotations.contains(std::string(kGpuRequestAnnotation))) {
+      fail("GPU-less or skipped pod keeps gpuslice.io/gpu-request", applied.dump());
+    }
+    return;
+  }
+  // The annotation is what the scheduler compares with: it must decode to the pod's own request, and the
+  // mutated spec must give the same request under kubelet's rule (every GPU container has its count limit).
   auto decoded = decode_gpu_request(annotations[std::string(kGpuRequestAnnotation)].get<std::string>());
   auto expected = extract_gpu_request(again_doc.get_object(), config.devices);
+  auto kubelet = extract_gpu_request(again_doc.get_object(), config.devices, CountRule::kubelet);
   if (!decoded.ok() || !expected.ok() || !(decoded.value() == expected.value())) {
     fail("annotation does not decode to the pod's request", applied.dump());
+  }
+  if (!kubelet.ok() || !(kubelet.value() == expected.value())) {
+    fail("mutated pod's request under kubelet's rule differs", applied.dump());
   }
 }
 
@@ -75,6 +93,7 @@ inline Configuration knobs_config() {
   c.webhook.ignored_namespaces = {"kube-system"};
   c.webhook.runtime_class_name = "nvidia";
   c.webhook.gpu_core_policy = "force";
+  c.webhook.overwrite_env = true;
   c.devices.memory_factor = 4;
   c.devices.default_memory_mib = 1024;
   c.devices.default_cores = 5;

@@ -98,7 +98,8 @@ TEST_CASE("allocation patch: precondition, annotations, bind phase and the vgpu-
   CHECK(patch == json::parse(R"({"metadata":{"resourceVersion":"42","annotations":{
       "hami.io/vgpu-node":"gpu-0","hami.io/vgpu-time":"1796024904",
       "hami.io/vgpu-devices-to-allocate":"GPU-a,NVIDIA,3000,30:;","hami.io/vgpu-devices-allocated":"GPU-a,NVIDIA,3000,30:;",
-      "hami.io/bind-phase":"allocating","hami.io/bind-time":"1796024904"},
+      "hami.io/bind-phase":"allocating","hami.io/bind-time":"1796024904",
+      "hami.io/vgpu-mig-allocations":null},
       "labels":{"hami.io/vgpu-node":"gpu-0"}}})"));
 
   // No resourceVersion: no precondition. A node name longer than a label value allows keeps only the annotation.
@@ -111,4 +112,18 @@ TEST_CASE("allocation patch: precondition, annotations, bind phase and the vgpu-
   const std::string max_name(63, 'n');
   auto labelled = json::parse(allocation_patch(max_name, devices, "", 1)).as_object();
   CHECK(labelled.at("metadata").at("labels").at("hami.io/vgpu-node").as_string() == max_name);
+}
+
+TEST_CASE("owned-annotations removal patch: every scheduler-owned key null, precondition when given", "[allocation]") {
+  auto patch = json::parse(owned_annotations_removal_patch("7")).as_object();
+  const auto& meta = patch.at("metadata").as_object();
+  CHECK(meta.at("resourceVersion") == "7");
+  const auto& a = meta.at("annotations").as_object();
+  CHECK(a.size() == std::size(kSchedulerOwnedAnnotations));
+  for (std::string_view k : kSchedulerOwnedAnnotations) {
+    REQUIRE(a.contains(k));
+    CHECK(a.at(k).is_null());
+  }
+  CHECK_FALSE(meta.contains("labels"));
+  CHECK_FALSE(json::parse(owned_annotations_removal_patch("")).at("metadata").as_object().contains("resourceVersion"));
 }

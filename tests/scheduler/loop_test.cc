@@ -400,34 +400,115 @@ TEST_CASE("loop: pods of other schedulers and bound pods are not scheduled but a
   h.finish();
 }
 
-TEST_CASE("mock agent: the Allocate patch consumes entries and keeps slots", "[mock_agent]") {
-  std::set<std::string, std::less<>> managed{"gpu-0"};
-  auto pod = make_pod("p", 1000, 10);
-  pod["spec"].as_object()["nodeName"] = "gpu-0";
-  pod["metadata"].as_object()["resourceVersion"] = "9";
-  pod["metadata"].as_object()["annotations"] = json::object{
+TEST_CASE("loop: a lock held by an unbound owner (HAMi's scheduler mid-bind) is not taken over", "[loop][node_lock]") {
+  Harness h("hami", /*with_agent=*/false);
+  auto node = make_node("gpu-0", "GPU-a");
+  node["metadata"].as_object()["annotations"].as_object()["hami.io/mutex.lock"] =
+      format_node_lock(h.wall_now - 10s, "default", "hami-pod");
+  h.api->put_node(node);
+  // HAMi's scheduler locks first and writes bind-phase afterwards: its owner has none yet (or an old one).
+  auto owner = make_pod("hami-pod", 1000, 10, "hami-scheduler");
+  owner["metadata"].as_object()["annotations"] = json::object{{"hami.io/bind-phase", "failed"}};
+  h.api->put_pod(owner);
+  h.api->put_pod(make_pod("p", 1000, 10));
+  h.start();
+  REQUIRE(h.run_until([&] { return ann(h.api->pods.at("default/p"), "hami.io/vgpu-node") == "gpu-0"; }));
+  h.io.run_for(200ms);
+  h.io.restart();
+  CHECK(h.node_of("default/p").empty());
+  CHECK(ann(h.api->nodes.at("gpu-0"), "hami.io/mutex.lock") ==
+        format_node_lock(h.wall_now - 10s, "default", "hami-pod"));
+  // Once the owner is bound and its allocation over, the lock is provably useless and p proceeds.
+  owner = h.api->pods.at("default/hami-pod");
+  owner["spec"].as_object()["nodeName"] = "gpu-0";
+  owner["metadata"].as_object()["annotations"].as_object()["hami.io/bind-phase"] = "success";
+  h.api->put_pod(owner);
+  REQUIRE(h.run_until([&] { return !h.node_of("default/p").empty(); }));
+  h.finish();
+}
+
+TEST_CASE("loop: a pod whose only GPU container is an init container takes the lock", "[loop][node_lock]") {
+  Harness h("hami", /*with_agent=*/false);
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  auto p = make_pod("init-only", 1000, 10);
+  auto& spec = p["spec"].as_object();
+  spec["initContainers"] = spec["containers"];
+  spec["initContainers"].as_array()[0].as_object()["name"] = "warmup";
+  spec["containers"] = json::array{json::object{{"name", "app"}, {"image", "pause"}}};
+  h.api->put_pod(p);
+  h.start();
+  REQUIRE(h.run_until([&] { return !h.node_of("default/init-only").empty(); }));
+  CHECK(ann(h.api->nodes.at("gpu-0"), "hami.io/mutex.lock") == format_node_lock(h.wall_now, "default", "init-only"));
+  CHECK(ann(h.api->pods.at("default/init-only"), "hami.io/vgpu-devices-to-allocate") == "GPU-a,NVIDIA,1000,10:;;");
+  h.finish();
+}
+
+TEST_CASE("loop: memory without an nvidia.com/gpu limit stays Pending, naming the container and the fix", "[loop]") {
+  Harness h;
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  auto p = make_pod("no-count", 1000, 10);
+  p["spec"].as_object()["containers"].as_array()[0].as_object()["resources"].as_object()["limits"].as_object().erase(
+      "nvidia.com/gpu");
+  h.api->put_pod(p);
+  h.start();
+  auto condition = [&] {
+    const auto* c = h.api->pods.at("default/no-count").at("status").as_object().if_contains("conditions");
+    return c != nullptr && !c->as_array().empty() ? string_at_pointer(c->as_array()[0].as_object(), "/message")
+                                                  : std::string();
+  };
+  REQUIRE(h.run_until([&] { return !condition().empty(); }));
+  CHECK_THAT(condition(), Catch::Contains("container \"cuda\""));
+  CHECK_THAT(condition(), Catch::Contains("add resources.limits.nvidia.com/gpu"));
+  CHECK(h.node_of("default/no-count").empty());
+  CHECK(ann(h.api->pods.at("default/no-count"), "hami.io/vgpu-devices-to-allocate").empty());
+  h.finish();
+}
+
+TEST_CASE("loop: forged annotations both ways change nothing, and are reported", "[loop][forged]") {
+  Harness h;
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  // A CPU-only pod claiming two GPUs and carrying a forged allocation: bound without the lock, forged keys gone.
+  auto cpu = make_pod("cpu", 1000, 10);
+  cpu["spec"].as_object()["containers"].as_array()[0].as_object().erase("resources");
+  cpu["metadata"].as_object()["annotations"] = json::object{
+      {"gpuslice.io/gpu-request", R"({"containers":[{"name":"cuda","init":false,"gpus":2,"memMiB":5000,"cores":10}]})"},
+      {"hami.io/vgpu-node", "gpu-0"},
       {"hami.io/bind-phase", "allocating"},
-      {"hami.io/vgpu-devices-to-allocate", "GPU-a,NVIDIA,2000,20:;;GPU-b,NVIDIA,3000,30:GPU-c,NVIDIA,3000,30:;"}};
-  auto patch = mock_allocate_patch(pod, managed);
-  REQUIRE(patch);
-  auto p = json::parse(*patch).as_object();
-  CHECK(p.at("metadata").at("resourceVersion") == "9");
-  CHECK(p.at("metadata").at("annotations").at("hami.io/vgpu-devices-to-allocate") == ";;;");
-  CHECK(p.at("metadata").at("annotations").at("hami.io/bind-phase") == "success");
-  // Not managed, not bound, or not allocating: nothing to do.
-  CHECK_FALSE(mock_allocate_patch(pod, {}).has_value());
-  auto unbound = pod;
-  unbound["spec"].as_object().erase("nodeName");
-  CHECK_FALSE(mock_allocate_patch(unbound, managed).has_value());
-  auto done = pod;
-  done["metadata"].as_object()["annotations"].as_object()["hami.io/bind-phase"] = "success";
-  CHECK_FALSE(mock_allocate_patch(done, managed).has_value());
-  // An undecodable entry fails the allocation as the plugin does.
-  auto bad = pod;
-  bad["metadata"].as_object()["annotations"].as_object()["hami.io/vgpu-devices-to-allocate"] = "GPU-a,NVIDIA,x,1:;";
-  auto bp = mock_allocate_patch(bad, managed);
-  REQUIRE(bp);
-  CHECK(json::parse(*bp).at("metadata").at("annotations").at("hami.io/bind-phase") == "failed");
+      {"hami.io/bind-time", "1"},
+      {"hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,81920,100:;"},
+      {"hami.io/vgpu-devices-to-allocate", "GPU-a,NVIDIA,81920,100:;"}};
+  h.api->put_pod(cpu);
+  // A GPU pod claiming none: it still gets its own entry (and the lock, released by the emulated plugin).
+  auto gpu = make_pod("gpu", 2000, 20);
+  gpu["metadata"].as_object()["annotations"] =
+      json::object{{"gpuslice.io/gpu-request", R"({"containers":[{"name":"cuda","init":false,"gpus":0}]})"}};
+  h.api->put_pod(gpu);
+  h.start();
+  REQUIRE(h.run_until([&] {
+    return !h.node_of("default/cpu").empty() && ann(h.api->pods.at("default/gpu"), "hami.io/bind-phase") == "success";
+  }));
+  const auto& c = h.api->pods.at("default/cpu");
+  for (const char* k : {"hami.io/vgpu-node", "hami.io/bind-phase", "hami.io/bind-time",
+                        "hami.io/vgpu-devices-allocated", "hami.io/vgpu-devices-to-allocate"}) {
+    CHECK(ann(c, k).empty());
+  }
+  // The forged 81920 MiB did not count: the GPU pod fit beside it, with its own slice.
+  CHECK(ann(h.api->pods.at("default/gpu"), "hami.io/vgpu-devices-allocated") == "GPU-a,NVIDIA,2000,20:;");
+  auto record = json::parse(ann(h.api->pods.at("default/gpu"), std::string(kDevicePluginRecordAnnotation)));
+  CHECK(record.at("result") == "admitted");
+  CHECK(record.at("containers").at(0).at("env").at("CUDA_DEVICE_MEMORY_LIMIT_0") == "2000m");
+  REQUIRE(h.run_until([&] { return ann(h.api->nodes.at("gpu-0"), "hami.io/mutex.lock").empty(); }));
+  // Both pods got an AnnotationIgnored Warning; the CPU pod's names the forged allocation keys too.
+  std::map<std::string, std::string> ignored;
+  for (const auto& e : h.api->events) {
+    if (e.reason == "AnnotationIgnored") {
+      ignored[e.regarding.name] = e.note;
+    }
+  }
+  CHECK_THAT(ignored["cpu"], Catch::Contains("gpuslice.io/gpu-request disagrees"));
+  CHECK_THAT(ignored["cpu"], Catch::Contains("hami.io/vgpu-node, hami.io/vgpu-devices-to-allocate"));
+  CHECK_THAT(ignored["gpu"], Catch::Contains("gpuslice.io/gpu-request disagrees"));
+  h.finish();
 }
 
 TEST_CASE("loop: a pod's claim arriving on the PVC/PV watches gets it bound; namespace labels feed selectors",

@@ -111,11 +111,21 @@ TEST_CASE("release only by the owner") {
   CHECK(lock_expired(value, kNow + 5min + 1ms, kTimeout));
 }
 
-TEST_CASE("a stale owner (not binding, not waiting for Allocate here) frees the lock") {
+TEST_CASE("an owner whose allocation is over (bound elsewhere, or done here) frees the lock") {
   const auto value = format_node_lock(kNow - 30s, "ns", "q");
-  auto d = decide_node_lock("gpu-1", value, "ns", "p", kNow, kTimeout, LockOwnerState::stale);
+  auto d = decide_node_lock("gpu-1", value, "ns", "p", kNow, kTimeout, LockOwnerState::allocation_over);
   CHECK(d.action == LockAction::take_owner_gone);
-  CHECK(d.reason.find("not waiting") != std::string::npos);
+  CHECK(d.reason.find("can no longer allocate") != std::string::npos);
+}
+
+TEST_CASE("a live owner's lock, whoever wrote it, is taken only past the timeout") {
+  // HAMi's own scheduler writes the same value form; an active owner holds it until the timeout.
+  const auto value = format_node_lock(kNow - 4min, "hami-ns", "mid-bind");
+  auto d = decide_node_lock("gpu-1", value, "ns", "p", kNow, kTimeout, LockOwnerState::active);
+  CHECK(d.action == LockAction::contention);
+  CHECK(d.expires_in == std::chrono::milliseconds(60000));
+  auto later = decide_node_lock("gpu-1", value, "ns", "p", kNow + 61s, kTimeout, LockOwnerState::active);
+  CHECK(later.action == LockAction::take_expired);
 }
 
 TEST_CASE("node lock patch: set or remove the annotation, resourceVersion as precondition") {
@@ -156,22 +166,32 @@ TEST_CASE("pod brief: uid, nodeName, vgpu-node, bind-phase and phase; absent or 
   CHECK(o.phase.empty());
 }
 
-TEST_CASE("lock owner: binding now or waiting for Allocate here is active; finished, deleted and stale are not") {
+TEST_CASE("lock owner: only what is provable frees a lock; any unbound owner may be mid-bind", "[node_lock]") {
   PodBrief waiting{"u", "gpu-0", "gpu-0", "allocating", "Pending"};
   CHECK(classify_lock_owner(waiting, "gpu-0", false) == LockOwnerState::active);
   PodBrief unbound{"u", "", "gpu-0", "allocating", "Pending"};
   CHECK(classify_lock_owner(unbound, "gpu-0", false) == LockOwnerState::active);
+  // Not bound yet: active whatever its annotations say (HAMi's scheduler locks before it writes bind-phase, so
+  // its owner mid-bind has no bind-phase, or a stale one from an earlier attempt).
   PodBrief elsewhere{"u", "", "gpu-1", "allocating", "Pending"};
-  CHECK(classify_lock_owner(elsewhere, "gpu-0", false) == LockOwnerState::stale);
+  CHECK(classify_lock_owner(elsewhere, "gpu-0", false) == LockOwnerState::active);
+  PodBrief hami_mid_bind{"u", "", "gpu-0", "", "Pending"};
+  CHECK(classify_lock_owner(hami_mid_bind, "gpu-0", false) == LockOwnerState::active);
+  PodBrief hami_retry{"u", "", "gpu-0", "failed", "Pending"};
+  CHECK(classify_lock_owner(hami_retry, "gpu-0", false) == LockOwnerState::active);
+  // Bound: a pod is bound once, so bound elsewhere or finished allocating here can never use this lock.
   PodBrief bound_elsewhere{"u", "gpu-1", "gpu-0", "allocating", "Pending"};
-  CHECK(classify_lock_owner(bound_elsewhere, "gpu-0", false) == LockOwnerState::stale);
+  CHECK(classify_lock_owner(bound_elsewhere, "gpu-0", false) == LockOwnerState::allocation_over);
   PodBrief done{"u", "gpu-0", "gpu-0", "success", "Running"};
-  CHECK(classify_lock_owner(done, "gpu-0", false) == LockOwnerState::stale);
+  CHECK(classify_lock_owner(done, "gpu-0", false) == LockOwnerState::allocation_over);
   CHECK(classify_lock_owner(done, "gpu-0", true) == LockOwnerState::active);
+  PodBrief rejected{"u", "gpu-0", "gpu-0", "failed", "Pending"};
+  CHECK(classify_lock_owner(rejected, "gpu-0", false) == LockOwnerState::allocation_over);
+  PodBrief bound_no_phase{"u", "gpu-0", "", "", "Pending"};
+  CHECK(classify_lock_owner(bound_no_phase, "gpu-0", false) == LockOwnerState::active);
   PodBrief succeeded{"u", "gpu-0", "gpu-0", "allocating", "Succeeded"};
   CHECK(classify_lock_owner(succeeded, "gpu-0", false) == LockOwnerState::finished);
   PodBrief failed{"u", "gpu-0", "gpu-0", "allocating", "Failed"};
   CHECK(classify_lock_owner(failed, "gpu-0", false) == LockOwnerState::finished);
   CHECK(classify_lock_owner(std::nullopt, "gpu-0", false) == LockOwnerState::deleted);
-  CHECK(classify_lock_owner(std::nullopt, "gpu-0", true) == LockOwnerState::active);
 }

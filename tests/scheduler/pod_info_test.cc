@@ -10,9 +10,9 @@ using namespace gpuslice::scheduler::testing;
 using Catch::Matchers::Contains;
 namespace json = boost::json;
 
-TEST_CASE("the GPU request comes from resources with HAMi's rules when no annotation is present", "[pod]") {
+TEST_CASE("the GPU request comes from resources with HAMi's rules", "[pod]") {
   gpuslice::DeviceConfig dc;
-  json::object p = pod("p", json::array{container("a", "2", "3000", "30"), container("b", "", "", "", "50"),
+  json::object p = pod("p", json::array{container("a", "2", "3000", "30"), container("b", "1", "", "", "50"),
                                         container("c", "1"), json::object{{"name", "plain"}}});
   auto r = parse_pod(p, dc);
   REQUIRE(r.ok());
@@ -21,7 +21,7 @@ TEST_CASE("the GPU request comes from resources with HAMi's rules when no annota
   CHECK(cs[0].gpus == 2);
   CHECK(cs[0].mem_mib == 3000);
   CHECK(cs[0].cores == 30);
-  CHECK(cs[1].gpus == 1);  // percentage without a count: defaultGPUNum
+  CHECK(cs[1].gpus == 1);
   CHECK(cs[1].mem_percent == 50);
   CHECK(cs[2].mem_percent == 100);  // bare count: whole card, exclusive
   CHECK(cs[2].cores == 100);
@@ -29,20 +29,75 @@ TEST_CASE("the GPU request comes from resources with HAMi's rules when no annota
   CHECK(r->gpu.any());
 }
 
-TEST_CASE("gpuslice.io/gpu-request wins over resources", "[pod]") {
+TEST_CASE("gpuslice.io/gpu-request never overrides the spec: forged both ways, it is ignored and reported", "[pod]") {
+  // Claims two cards for a pod that asks for one.
   json::object p = gpu_pod("p", "1", "3000", "30");
   annotate(p, "gpuslice.io/gpu-request",
            R"({"containers":[{"name":"main","init":false,"gpus":2,"memMiB":5000,"cores":10}]})");
   auto r = parse_pod(p, {});
   REQUIRE(r.ok());
-  CHECK(r->gpu.containers.at(0).gpus == 2);
-  CHECK(r->gpu.containers.at(0).mem_mib == 5000);
+  CHECK(r->gpu.containers.at(0).gpus == 1);
+  CHECK(r->gpu.containers.at(0).mem_mib == 3000);
+  REQUIRE(r->ignored_annotations.size() == 1);
+  CHECK_THAT(r->ignored_annotations[0], Contains("gpuslice.io/gpu-request disagrees"));
 
+  // A CPU-only pod claiming two GPUs is a CPU-only pod.
+  json::object cpu = pod("cpu", json::array{json::object{{"name", "plain"}}});
+  annotate(cpu, "gpuslice.io/gpu-request",
+           R"({"containers":[{"name":"plain","init":false,"gpus":2,"memMiB":5000,"cores":10}]})");
+  auto c = parse_pod(cpu, {});
+  REQUIRE(c.ok());
+  CHECK_FALSE(c->gpu.any());
+  CHECK(c->ignored_annotations.size() == 1);
+
+  // A GPU pod whose annotation claims none is still a GPU pod (it gets the lock and its own entry).
+  json::object none = gpu_pod("none", "1", "3000", "30");
+  annotate(none, "gpuslice.io/gpu-request", R"({"containers":[{"name":"main","init":false,"gpus":0}]})");
+  auto n = parse_pod(none, {});
+  REQUIRE(n.ok());
+  CHECK(n->gpu.any());
+  CHECK(n->ignored_annotations.size() == 1);
+
+  // Unreadable: ignored too, not an error.
   annotate(p, "gpuslice.io/gpu-request", "{not json");
   auto bad = parse_pod(p, {});
-  REQUIRE_FALSE(bad.ok());
-  CHECK_THAT(bad.message(), Contains("default/p"));
-  CHECK_THAT(bad.message(), Contains("gpuslice.io/gpu-request"));
+  REQUIRE(bad.ok());
+  CHECK_THAT(bad->ignored_annotations.at(0), Contains("does not parse"));
+
+  // The webhook's own value (same spec) is silent.
+  json::object ok = gpu_pod("ok", "1", "3000", "30");
+  annotate(ok, "gpuslice.io/gpu-request", gpuslice::encode_gpu_request(parse_pod(ok, {})->gpu));
+  CHECK(parse_pod(ok, {})->ignored_annotations.empty());
+}
+
+TEST_CASE("memory or cores without an nvidia.com/gpu limit: Pending with the container and the fix", "[pod]") {
+  json::object p = pod("p", json::array{container("a", "", "3000", "30")});
+  auto r = parse_pod(p, {});
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.message(), Contains("default/p"));
+  CHECK_THAT(r.message(), Contains("container \"a\""));
+  CHECK_THAT(r.message(), Contains("nvidia.com/gpumem=3000"));
+  CHECK_THAT(r.message(), Contains("add resources.limits.nvidia.com/gpu"));
+  // A count in requests only is not what kubelet allocates by.
+  json::object req =
+      pod("q", json::array{json::object{
+                   {"name", "a"},
+                   {"resources",
+                    json::object{{"requests", json::object{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "10"}}}}}}});
+  CHECK_FALSE(parse_pod(req, {}).ok());
+}
+
+TEST_CASE("scheduler-owned hami.io annotations on a pod that is not bound are reported as ignored", "[pod]") {
+  json::object p = gpu_pod("p", "1", "3000", "30");
+  annotate(p, "hami.io/vgpu-node", "gpu-0");
+  annotate(p, "hami.io/bind-phase", "allocating");
+  auto r = parse_pod(p, {});
+  REQUIRE(r.ok());
+  CHECK(r->ignored_annotations.empty());
+  CHECK(r->unbound_owned_annotations == std::vector<std::string>{"hami.io/vgpu-node", "hami.io/bind-phase"});
+  // Once bound, they are the scheduler's own (the device plugin reads them): nothing to report.
+  p["spec"].as_object()["nodeName"] = "gpu-0";
+  CHECK(parse_pod(p, {})->unbound_owned_annotations.empty());
 }
 
 TEST_CASE("card selection annotations and policy overrides", "[pod]") {

@@ -298,6 +298,29 @@ TEST_CASE("vgpu-mode must contain the card's mode (empty mode is hami-core)", "[
   CHECK(decide(s, p).message == "0/1 nodes are available: 1 CardTypeMismatch.");
 }
 
+TEST_CASE("MIG-mode cards are never chosen and say so with their own reason", "[schedule][card][mig]") {
+  // HAMi's MIG protocol (hami.io/vgpu-mig-allocations) is not implemented: the v2.10 plugin in MIG mode would
+  // reject an entry without its MIG reservation, so such a card must never be picked.
+  Snapshot s;
+  DeviceInfo mig = card("GPU-mig");
+  mig.mode = "mig";
+  REQUIRE(s.upsert_node(node({.name = "mig-only", .cards = {mig}})).ok());
+  json::object p = gpu_pod("p", "1", "1000", "10");
+  Decision d = decide(s, p);
+  CHECK_FALSE(d.scheduled);
+  CHECK(d.message == "0/1 nodes are available: 1 CardMigModeUnsupported.");
+  annotate(p, "nvidia.com/vgpu-mode", "mig");
+  CHECK(decide(s, p).message == "0/1 nodes are available: 1 CardMigModeUnsupported.");
+  DeviceInfo mig2 = card("GPU-mig-2");
+  mig2.mode = "mig";
+  REQUIRE(s.upsert_node(node({.name = "mixed", .cards = {mig2, card("GPU-plain")}})).ok());
+  json::object q = gpu_pod("q", "1", "1000", "10");
+  Decision e = decide(s, q);
+  REQUIRE(e.scheduled);
+  CHECK(e.node == "mixed");
+  CHECK(uuid_of(e) == "GPU-plain");
+}
+
 TEST_CASE("time-slicing slots, exclusive requests and exhausted compute units", "[schedule][card]") {
   SECTION("count <= used: CardTimeSlicingExhausted") {
     Snapshot s;

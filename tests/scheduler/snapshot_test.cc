@@ -192,6 +192,25 @@ TEST_CASE("init containers: per card max(init peak, app sum) - app slots only - 
   CHECK(s.quota_used("default") == QuotaAmounts{7000, 30, 3});
 }
 
+TEST_CASE("a card used only by init containers holds one time-slicing slot while they run", "[snapshot]") {
+  // HAMi v2.10 counts max(init ? 1 : 0, app entries, 1) slots per pod and card (pkg/scheduler/pods.go).
+  Snapshot s;
+  REQUIRE(s.upsert_node(node({.name = "n", .cards = {card("GPU-a"), card("GPU-b")}})).ok());
+  json::object p = placed_pod("p", "n", "GPU-b,NVIDIA,2000,20:;GPU-a,NVIDIA,1000,10:;");
+  spec(p)["initContainers"] = json::array{container("warmup", "1", "2000", "20")};
+  spec(p)["containers"] = json::array{container("c", "1", "1000", "10")};
+  REQUIRE(s.upsert_pod(p).ok());
+  CHECK(card_of(s, "n", "GPU-b").used_slots == 1);
+  CHECK(card_of(s, "n", "GPU-b").used_mem_mib == 2000);
+  CHECK(card_of(s, "n", "GPU-a").used_slots == 1);
+  p["status"] = json::object{
+      {"phase", "Running"},
+      {"initContainerStatuses", json::array{json::object{{"state", {{"terminated", {{"exitCode", 0}}}}}}}}};
+  REQUIRE(s.upsert_pod(p).ok());
+  CHECK(card_of(s, "n", "GPU-b").used_slots == 0);
+  CHECK(card_of(s, "n", "GPU-a").used_slots == 1);
+}
+
 TEST_CASE("an undecodable -allocated annotation is an error naming pod and field - the pod counts without GPUs",
           "[snapshot]") {
   Snapshot s;

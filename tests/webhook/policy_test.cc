@@ -420,3 +420,66 @@ TEST_CASE("quantities as strings (as kube-apiserver sends them) give the same de
     CHECK(serialize_patch(strings.result.patch) == serialize_patch(numbers.result.patch));
   }
 }
+
+TEST_CASE("annotations only the scheduler may write are removed from every pod the webhook sees") {
+  auto with_forged = [](boost::json::object pod) {
+    pod["metadata"].as_object()["annotations"] =
+        boost::json::object{{std::string(kGpuRequestAnnotation),
+                             R"({"containers":[{"name":"x","init":false,"gpus":2,"memMiB":1,"cores":1}]})"},
+                            {"hami.io/vgpu-devices-to-allocate", "GPU-a,NVIDIA,1,1:;"},
+                            {"hami.io/vgpu-node", "gpu-0"},
+                            {"hami.io/bind-phase", "allocating"},
+                            {"nvidia.com/use-gputype", "A100"}};
+    return pod;
+  };
+  for (const char* name : {"single", "no_gpu"}) {
+    INFO(name);
+    auto m = mutate_and_apply(with_forged(fixture(name)), Configuration{});
+    REQUIRE(m.result.allowed);
+    const json& a = m.pod["metadata"]["annotations"];
+    CHECK_FALSE(a.contains("hami.io/vgpu-devices-to-allocate"));
+    CHECK_FALSE(a.contains("hami.io/vgpu-node"));
+    CHECK_FALSE(a.contains("hami.io/bind-phase"));
+    CHECK(a["nvidia.com/use-gputype"] == "A100");  // the author's own selection stays
+    CHECK(a.contains(std::string(kGpuRequestAnnotation)) == m.result.gpu_pod);
+  }
+  // Skipped pods (other scheduler) keep everything else but lose gpuslice's annotation too.
+  auto other = with_forged(fixture("single"));
+  other["spec"].as_object()["schedulerName"] = "volcano";
+  auto m = mutate_and_apply(other, Configuration{});
+  CHECK(m.result.skipped);
+  CHECK_FALSE(m.pod["metadata"]["annotations"].contains(std::string(kGpuRequestAnnotation)));
+  CHECK_FALSE(m.pod["metadata"]["annotations"].contains("hami.io/vgpu-node"));
+  CHECK(m.pod["spec"]["schedulerName"] == "volcano");
+}
+
+TEST_CASE("overwriteEnv: containers without a GPU get NVIDIA_VISIBLE_DEVICES=none, GPU containers do not") {
+  Configuration cfg;
+  cfg.webhook.overwrite_env = true;
+  auto pod = boost::json::parse(R"({"metadata":{"name":"o"},"spec":{
+      "initContainers":[{"name":"setup"}],
+      "containers":[{"name":"gpu","resources":{"limits":{"nvidia.com/gpu":"1"}}},
+                    {"name":"log"},
+                    {"name":"own","env":[{"name":"NVIDIA_VISIBLE_DEVICES","value":"all"}]}]}})")
+                 .as_object();
+  auto m = mutate_and_apply(pod, cfg);
+  REQUIRE(m.result.gpu_pod);
+  CHECK(env_value(container(m.pod, "initContainers", 0), "NVIDIA_VISIBLE_DEVICES") == "none");
+  CHECK(env_value(container(m.pod, "containers", 0), "NVIDIA_VISIBLE_DEVICES") == "<absent>");
+  CHECK(env_value(container(m.pod, "containers", 1), "NVIDIA_VISIBLE_DEVICES") == "none");
+  CHECK(env_value(container(m.pod, "containers", 2), "NVIDIA_VISIBLE_DEVICES") == "all");  // the author's own
+  // A CPU-only pod the webhook sees: every container.
+  auto cpu = mutate_and_apply(fixture("no_gpu"), cfg);
+  CHECK_FALSE(cpu.result.gpu_pod);
+  CHECK(env_value(container(cpu.pod, "containers", 0), "NVIDIA_VISIBLE_DEVICES") == "none");
+  // Off (the default): untouched.
+  CHECK(mutate_pod(fixture("no_gpu"), "team-a", Configuration{}).patch.empty());
+}
+
+TEST_CASE("a count in requests only gets its limit: kubelet allocates by the limit") {
+  auto pod = boost::json::parse(R"({"metadata":{"name":"r"},"spec":{"containers":[
+      {"name":"a","resources":{"requests":{"nvidia.com/gpu":"2","nvidia.com/gpumem":"100"}}}]}})")
+                 .as_object();
+  auto m = mutate_and_apply(pod, Configuration{});
+  CHECK(limits(m.pod, "containers", 0)["nvidia.com/gpu"] == "2");
+}

@@ -72,6 +72,10 @@ struct ScheduleOptions {
   /// Prune candidates through the snapshot's free-capacity index. Off only to measure or cross-check: the
   /// decision is the same either way, only the number of nodes examined differs.
   bool use_index = true;
+  /// Let InterPodAffinity and PodTopologySpread take the pods a selector may match from the snapshot's pod index
+  /// (Snapshot::for_each_pod_maybe_matching) instead of walking every pod. Off only to measure or cross-check:
+  /// the decision is the same either way.
+  bool use_pod_index = true;
   /// The plugin profile to run (scheduler/framework/framework.h); nullptr: the default profile.
   const framework::Framework* profile = nullptr;
   /// The caller writes volume.kubernetes.io/selected-node on Decision::claims_to_select and waits for them to

@@ -349,7 +349,55 @@ void Snapshot::store(std::string key, PodRecord rec) {
   if (rec.facts && !rec.facts->anti_affinity.empty()) {
     anti_affinity_pods_.insert(key);
   }
-  pods_.emplace(std::move(key), std::move(rec));
+  if (rec.facts && rec.facts->has_pod_affinity()) {
+    affinity_term_pods_.insert(key);
+  }
+  auto it = pods_.emplace(std::move(key), std::move(rec)).first;
+  link(it->second);
+}
+
+namespace {
+std::string label_index_key(std::string_view key, std::string_view value) {
+  std::string k;
+  k.reserve(key.size() + 1 + value.size());
+  k.append(key).push_back('\0');
+  k.append(value);
+  return k;
+}
+
+void unlink_from(std::unordered_map<std::string, std::unordered_set<const PodRecord*>>& lists, const std::string& k,
+                 const PodRecord* rec) {
+  auto it = lists.find(k);
+  if (it == lists.end()) {
+    return;
+  }
+  it->second.erase(rec);
+  if (it->second.empty()) {
+    lists.erase(it);
+  }
+}
+}  // namespace
+
+void Snapshot::link(const PodRecord& rec) {
+  pods_by_namespace_[rec.ns].insert(&rec);
+  if (!rec.facts) {
+    return;
+  }
+  for (const auto& [k, v] : rec.facts->labels) {
+    pods_by_label_[label_index_key(k, v)].insert(&rec);
+    pods_by_label_key_[k].insert(&rec);
+  }
+}
+
+void Snapshot::unlink(const PodRecord& rec) {
+  unlink_from(pods_by_namespace_, rec.ns, &rec);
+  if (!rec.facts) {
+    return;
+  }
+  for (const auto& [k, v] : rec.facts->labels) {
+    unlink_from(pods_by_label_, label_index_key(k, v), &rec);
+    unlink_from(pods_by_label_key_, k, &rec);
+  }
 }
 
 bool Snapshot::erase(const std::string& key) {
@@ -371,6 +419,8 @@ bool Snapshot::erase(const std::string& key) {
     }
   }
   anti_affinity_pods_.erase(key);
+  affinity_term_pods_.erase(key);
+  unlink(rec);
   pods_.erase(it);
   return true;
 }
@@ -393,6 +443,84 @@ void Snapshot::for_each_pod_with_anti_affinity(const std::function<void(const Po
     auto it = pods_.find(key);
     if (it != pods_.end()) {
       f(it->second);
+    }
+  }
+}
+
+void Snapshot::for_each_pod_with_affinity_terms(const std::function<void(const PodRecord&)>& f) const {
+  for (const std::string& key : affinity_term_pods_) {
+    auto it = pods_.find(key);
+    if (it != pods_.end()) {
+      f(it->second);
+    }
+  }
+}
+
+void Snapshot::for_each_pod_maybe_matching(const std::vector<PodQuery>& queries, bool use_index,
+                                           const std::function<void(const PodRecord&)>& f) const {
+  for (const PodQuery& q : queries) {
+    if (q.selector != nullptr && q.selector->nothing) {
+      return;  // a nil selector matches no pod, so no pod matches every query
+    }
+  }
+  // The narrowest source: a union of disjoint lists (one value per label key, one namespace per pod), so every
+  // pod is visited at most once.
+  std::vector<const PodList*> best;
+  size_t best_size = pods_.size();
+  bool narrowed = false;
+  auto consider = [&](std::vector<const PodList*> lists) {
+    size_t n = 0;
+    for (const PodList* l : lists) {
+      n += l->size();
+    }
+    if (!narrowed || n < best_size) {
+      best = std::move(lists);
+      best_size = n;
+      narrowed = true;
+    }
+  };
+  auto union_of = [](const std::unordered_map<std::string, PodList>& index, std::vector<std::string> keys) {
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    std::vector<const PodList*> lists;
+    for (const std::string& k : keys) {
+      if (auto it = index.find(k); it != index.end()) {
+        lists.push_back(&it->second);
+      }
+    }
+    return lists;
+  };
+  if (use_index) {
+    for (const PodQuery& q : queries) {
+      if (q.namespaces != nullptr) {
+        consider(union_of(pods_by_namespace_, *q.namespaces));
+      }
+      if (q.selector == nullptr) {
+        continue;
+      }
+      for (const LabelSelector::Requirement& r : q.selector->requirements) {
+        if (r.op == LabelSelector::Op::in) {
+          std::vector<std::string> keys;
+          keys.reserve(r.values.size());
+          for (const std::string& v : r.values) {
+            keys.push_back(label_index_key(r.key, v));
+          }
+          consider(union_of(pods_by_label_, std::move(keys)));
+        } else if (r.op == LabelSelector::Op::exists) {
+          consider(union_of(pods_by_label_key_, {r.key}));
+        }
+      }
+    }
+  }
+  if (!narrowed) {
+    for (const auto& [key, rec] : pods_) {
+      f(rec);
+    }
+    return;
+  }
+  for (const PodList* l : best) {
+    for (const PodRecord* rec : *l) {
+      f(*rec);
     }
   }
 }

@@ -50,6 +50,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace gpuslice::scheduler {
@@ -203,6 +204,24 @@ class Snapshot {
   void for_each_pod_on(std::string_view node, const std::function<void(const PodRecord&)>& f) const;
   /// Recorded pods with required pod anti-affinity (InterPodAffinity's symmetry), key order.
   void for_each_pod_with_anti_affinity(const std::function<void(const PodRecord&)>& f) const;
+  /// Recorded pods with any pod (anti-)affinity term, required or preferred (InterPodAffinity's score symmetry),
+  /// key order.
+  void for_each_pod_with_affinity_terms(const std::function<void(const PodRecord&)>& f) const;
+
+  /// One label query: pods whose labels `selector` matches, in one of `namespaces` (nullptr: any namespace).
+  struct PodQuery {
+    const LabelSelector* selector = nullptr;
+    const std::vector<std::string>* namespaces = nullptr;
+  };
+  /// Visits, each once and in no particular order, a SUPERSET of the recorded pods that match every query;
+  /// callers still test each pod they are given. With `use_index` the pods come from the narrowest of the pod
+  /// index's lists that the queries allow: the pods carrying one of the values of an `In` requirement (matchLabels
+  /// included), the pods carrying the key of an `Exists` requirement, or the pods of the namespaces. A query the
+  /// index cannot narrow (only NotIn / DoesNotExist, or `{}`, in any namespace) costs the walk over every pod,
+  /// which is also what `use_index = false` does. A `nothing` (nil) selector matches no pod: nothing is visited.
+  /// Cost: O(pods visited), the lists kept current by every mutator at O(labels of the pod) each.
+  void for_each_pod_maybe_matching(const std::vector<PodQuery>& queries, bool use_index,
+                                   const std::function<void(const PodRecord&)>& f) const;
   /// Whether any node carries a PreferNoSchedule taint (TaintToleration then scores).
   bool any_prefer_no_schedule_taint() const { return !soft_tainted_nodes_.empty(); }
   /// Namespaces, PVCs, PVs, StorageClasses, CSINodes (the loop's watches and simulate feed them).
@@ -227,6 +246,8 @@ class Snapshot {
   void recompute_quota_limits(const std::string& ns);
   void store(std::string key, PodRecord rec);
   bool erase(const std::string& key);
+  void link(const PodRecord& rec);
+  void unlink(const PodRecord& rec);
 
   DeviceConfig devices_;
   std::map<std::string, NodeState, std::less<>> nodes_;
@@ -236,9 +257,15 @@ class Snapshot {
   std::map<std::string, QuotaLimits, std::less<>> quota_limits_;
   std::map<std::string, QuotaAmounts, std::less<>> quota_used_;
   std::unique_ptr<Index> index_;
-  std::set<std::string, std::less<>> anti_affinity_pods_;
-  std::set<std::string, std::less<>>
-      soft_tainted_nodes_;  ///< nodes with a PreferNoSchedule taint  ///< keys of pods with required anti-affinity
+  std::set<std::string, std::less<>> anti_affinity_pods_;  ///< keys of pods with required anti-affinity
+  std::set<std::string, std::less<>> affinity_term_pods_;  ///< keys of pods with any pod (anti-)affinity term
+  std::set<std::string, std::less<>> soft_tainted_nodes_;  ///< nodes with a PreferNoSchedule taint
+  /// The pod index (for_each_pod_maybe_matching): records by label "key\0value", by label key, by namespace.
+  /// Pointers into pods_ (std::map nodes are stable until erased; erase() unlinks them first).
+  using PodList = std::unordered_set<const PodRecord*>;
+  std::unordered_map<std::string, PodList> pods_by_label_;
+  std::unordered_map<std::string, PodList> pods_by_label_key_;
+  std::unordered_map<std::string, PodList> pods_by_namespace_;
   ClusterObjects objects_;
 };
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <map>
 #include <utility>
+#include <vector>
 
 namespace gpuslice::scheduler::framework {
 namespace {
@@ -35,6 +36,25 @@ struct AffinityState final : StateData {
   TopologyCounts affinity;       ///< existing pods matching ALL the incoming pod's affinity terms
   TopologyCounts anti;           ///< existing pods matching the incoming pod's anti-affinity terms
   TopologyCounts score;          ///< preferred terms (PreScore)
+};
+
+// The namespaces a term of a pod in `owner_ns` can match, as a pod-index query: the owner's namespace when the
+// term names none and has no namespaceSelector, the named ones without a namespaceSelector, any namespace with one.
+struct TermScope {
+  TermScope(const PodAffinityTerm& t, std::string_view owner_ns) : term(&t) {
+    if (!t.namespace_selector) {
+      if (t.namespaces.empty()) {
+        own.emplace_back(owner_ns);
+      }
+      limited = true;
+    }
+  }
+  Snapshot::PodQuery query() const {
+    return Snapshot::PodQuery{&term->selector, limited ? (own.empty() ? &term->namespaces : &own) : nullptr};
+  }
+  const PodAffinityTerm* term;
+  std::vector<std::string> own;
+  bool limited = false;
 };
 
 bool matches_all(const std::vector<PodAffinityTerm>& terms, std::string_view owner_ns, std::string_view pod_ns,
@@ -73,22 +93,38 @@ class InterPodAffinity final : public Plugin {
     if (f.affinity.empty() && f.anti_affinity.empty() && !any_existing) {
       return PluginStatus::skipped();
     }
-    if (!f.affinity.empty() || !f.anti_affinity.empty()) {
-      snap.for_each_pod([&](const PodRecord& rec) {
+    // Existing pods that may match the incoming pod's terms come from the snapshot's pod index (only pods with
+    // the terms' labels or in their namespaces), each still tested in full: the counts equal the walk over every
+    // pod (ScheduleOptions::use_pod_index = false), which upstream does.
+    const bool use_index = ctx.options.use_pod_index;
+    if (!f.affinity.empty()) {
+      std::vector<TermScope> scopes;
+      scopes.reserve(f.affinity.size());
+      for (const PodAffinityTerm& t : f.affinity) {
+        scopes.emplace_back(t, ctx.pod.ns);
+      }
+      std::vector<Snapshot::PodQuery> all;
+      for (const TermScope& sc : scopes) {
+        all.push_back(sc.query());
+      }
+      snap.for_each_pod_maybe_matching(all, use_index, [&](const PodRecord& rec) {
         const NodeState* node = snap.find_node(rec.node);
         if (node == nullptr) {
           return;
         }
-        const Labels* ns_labels = objs.namespace_labels(rec.ns);
-        if (matches_all(f.affinity, ctx.pod.ns, rec.ns, rec.facts->labels, ns_labels)) {
+        if (matches_all(f.affinity, ctx.pod.ns, rec.ns, rec.facts->labels, objs.namespace_labels(rec.ns))) {
           for (const PodAffinityTerm& t : f.affinity) {
             add_count(st->affinity, *node, t.topology_key, 1);
           }
         }
-        for (const PodAffinityTerm& t : f.anti_affinity) {
-          if (term_matches(t, ctx.pod.ns, rec.ns, rec.facts->labels, ns_labels)) {
-            add_count(st->anti, *node, t.topology_key, 1);
-          }
+      });
+    }
+    for (const PodAffinityTerm& t : f.anti_affinity) {
+      const TermScope sc(t, ctx.pod.ns);
+      snap.for_each_pod_maybe_matching({sc.query()}, use_index, [&](const PodRecord& rec) {
+        const NodeState* node = snap.find_node(rec.node);
+        if (node != nullptr && term_matches(t, ctx.pod.ns, rec.ns, rec.facts->labels, objs.namespace_labels(rec.ns))) {
+          add_count(st->anti, *node, t.topology_key, 1);
         }
       });
     }
@@ -153,25 +189,30 @@ class InterPodAffinity final : public Plugin {
     }
     const Labels* own_ns_labels = objs.namespace_labels(ctx.pod.ns);
     bool any = false;
-    snap.for_each_pod([&](const PodRecord& rec) {
+    const bool use_index = ctx.options.use_pod_index;
+    // The incoming pod's preferences: the pods each term may match, from the pod index.
+    auto prefer = [&](const std::vector<WeightedPodAffinityTerm>& terms, int64_t sign) {
+      for (const WeightedPodAffinityTerm& w : terms) {
+        const TermScope sc(w.term, ctx.pod.ns);
+        snap.for_each_pod_maybe_matching({sc.query()}, use_index, [&](const PodRecord& rec) {
+          const NodeState* node = snap.find_node(rec.node);
+          if (node != nullptr &&
+              term_matches(w.term, ctx.pod.ns, rec.ns, rec.facts->labels, objs.namespace_labels(rec.ns))) {
+            add_count(st->score, *node, w.term.topology_key, sign * w.weight);
+            any = true;
+          }
+        });
+      }
+    };
+    prefer(f.preferred_affinity, 1);
+    prefer(f.preferred_anti_affinity, -1);
+    // Symmetry: the existing pods' own preferences and their required affinity (weight 1) towards this pod; only
+    // pods with terms can contribute.
+    snap.for_each_pod_with_affinity_terms([&](const PodRecord& rec) {
       const NodeState* node = snap.find_node(rec.node);
       if (node == nullptr) {
         return;
       }
-      const Labels* ns_labels = objs.namespace_labels(rec.ns);
-      for (const WeightedPodAffinityTerm& w : f.preferred_affinity) {
-        if (term_matches(w.term, ctx.pod.ns, rec.ns, rec.facts->labels, ns_labels)) {
-          add_count(st->score, *node, w.term.topology_key, w.weight);
-          any = true;
-        }
-      }
-      for (const WeightedPodAffinityTerm& w : f.preferred_anti_affinity) {
-        if (term_matches(w.term, ctx.pod.ns, rec.ns, rec.facts->labels, ns_labels)) {
-          add_count(st->score, *node, w.term.topology_key, -w.weight);
-          any = true;
-        }
-      }
-      // Symmetry: the existing pod's own preferences and its required affinity (weight 1) towards this pod.
       for (const WeightedPodAffinityTerm& w : rec.facts->preferred_affinity) {
         if (term_matches(w.term, rec.ns, ctx.pod.ns, f.labels, own_ns_labels)) {
           add_count(st->score, *node, w.term.topology_key, w.weight);

@@ -54,7 +54,38 @@ int64_t count_on(const Snapshot& snap, const NodeState& n, const SpreadConstrain
 void count_domains(const CycleContext& ctx, const std::vector<const SpreadConstraint*>& cs,
                    std::vector<std::map<std::string, int64_t, std::less<>>>& counts) {
   counts.assign(cs.size(), {});
-  ctx.snapshot.for_each_node([&](const NodeState& n) {
+  const Snapshot& snap = ctx.snapshot;
+  if (ctx.options.use_pod_index) {
+    // The eligible domains (each eligible node's value, even with no matching pod), then the matching pods taken
+    // from the pod index (the selector's labels in the pod's namespace), counted where they run: the same counts
+    // as walking every node's pods below, at O(nodes + pods that may match).
+    snap.for_each_node([&](const NodeState& n) {
+      if (!has_all_keys(n, cs)) {
+        return;
+      }
+      for (size_t i = 0; i < cs.size(); ++i) {
+        if (included(*cs[i], ctx.pod, n)) {
+          counts[i].try_emplace(n.labels.find(cs[i]->topology_key)->second, 0);
+        }
+      }
+    });
+    const std::vector<std::string> ns{ctx.pod.ns};
+    for (size_t i = 0; i < cs.size(); ++i) {
+      const SpreadConstraint& c = *cs[i];
+      snap.for_each_pod_maybe_matching({Snapshot::PodQuery{&c.selector, &ns}}, true, [&](const PodRecord& rec) {
+        if (rec.ns != ctx.pod.ns || rec.facts->terminating || !c.selector.matches(rec.facts->labels)) {
+          return;
+        }
+        const NodeState* n = snap.find_node(rec.node);
+        if (n == nullptr || !has_all_keys(*n, cs) || !included(c, ctx.pod, *n)) {
+          return;
+        }
+        ++counts[i][n->labels.find(c.topology_key)->second];
+      });
+    }
+    return;
+  }
+  snap.for_each_node([&](const NodeState& n) {
     if (!has_all_keys(n, cs)) {
       return;
     }

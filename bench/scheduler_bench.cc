@@ -4,11 +4,14 @@
 //   decide          schedule() on an unchanging snapshot
 //   decide+assume   schedule(), assume() the decision, forget() it again (two index updates per decision)
 //   full scan       schedule() with the free-capacity index disabled (same decisions, every node examined)
+//   pod walk        schedule() with the pod index disabled (ScheduleOptions::use_pod_index = false): what
+//                   InterPodAffinity / PodTopologySpread cost when they walk every bound pod, as before the index;
+//                   the decisions must be the same (the bench exits 1 if one differs)
 // Workloads: mixed and large GPU pods (below), and the same mixed pods with kube-scheduler's hard constraints
 // (issue 11): `anti` - required podAntiAffinity on kubernetes.io/hostname against the pod's own app label (one of
 // 200 apps the bound pods carry), `spread` - a DoNotSchedule topologySpreadConstraint over 10 zones (maxSkew 1)
-// on the same label. Both make InterPodAffinity / PodTopologySpread read every bound pod in PreFilter, as
-// kube-scheduler's do, so they run a tenth of the decisions.
+// on the same label. Both make InterPodAffinity / PodTopologySpread count the matching bound pods in PreFilter
+// (from the snapshot's pod index), so they run a tenth of the decisions.
 // Usage: scheduler_bench [decisions-per-size] [sizes...] [pods=N (bound pods, default 40000)]
 #include "scheduler/framework/pod_facts.h"
 #include "scheduler/schedule.h"
@@ -247,8 +250,8 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "| nodes | workload | cards | bound pods (GPU + other) | build ms | decide/s | us/decision | nodes examined | "
-      "decide+assume/s | full scan/s | full scan nodes examined | scheduled %% |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "decide+assume/s | full scan/s | full scan nodes examined | pod walk/s | scheduled %% |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int n : sizes) {
     std::mt19937 rng(20261130);
     Cluster cl;
@@ -272,9 +275,21 @@ int main(int argc, char** argv) {
       // The full scan is slow at scale: a tenth of the decisions is enough to measure it.
       std::vector<PodInfo> few(pods.begin(), pods.begin() + std::max<size_t>(1, pods.size() / 10));
       Measure full = run(few, [&](const PodInfo& p) { return schedule(cl.snap, p, scan); });
-      std::printf("| %d | %s | %d | %d (%d + %d) | %.0f | %.0f | %.1f | %.1f | %.0f | %.0f | %.1f | %.1f |\n", n,
+      ScheduleOptions walk_opt = opt;
+      walk_opt.use_pod_index = false;
+      Measure walk = run(pods, [&](const PodInfo& p) { return schedule(cl.snap, p, walk_opt); });
+      for (const PodInfo& p : few) {
+        const Decision a = schedule(cl.snap, p, opt);
+        const Decision b = schedule(cl.snap, p, walk_opt);
+        if (a.scheduled != b.scheduled || a.node != b.node) {
+          std::fprintf(stderr, "pod index and pod walk disagree on %s: %s vs %s\n", p.name.c_str(), a.node.c_str(),
+                       b.node.c_str());
+          return 1;
+        }
+      }
+      std::printf("| %d | %s | %d | %d (%d + %d) | %.0f | %.0f | %.1f | %.1f | %.0f | %.0f | %.1f | %.0f | %.1f |\n", n,
                   kind_name(kind), n * kCardsPerNode, cl.gpu_pods + cl.cpu_pods, cl.gpu_pods, cl.cpu_pods, cl.build_ms,
-                  decide.per_sec, decide.us, decide.visited, churn.per_sec, full.per_sec, full.visited,
+                  decide.per_sec, decide.us, decide.visited, churn.per_sec, full.per_sec, full.visited, walk.per_sec,
                   100.0 * decide.scheduled / static_cast<double>(pods.size()));
     }
     std::fflush(stdout);

@@ -255,7 +255,7 @@ TEST_CASE("pod index: candidates cover every matching pod, each once, for every 
   }
 }
 
-TEST_CASE("pod index: a nil selector visits nothing; an unnarrowable one visits every pod") {
+TEST_CASE("pod index: a nil selector visits nothing, an unnarrowable one visits every pod") {
   Gen g(7);
   std::vector<json::object> placed;
   Snapshot s = random_cluster(g, 4, 30, placed);

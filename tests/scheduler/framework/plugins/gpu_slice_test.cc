@@ -8,7 +8,7 @@ using namespace gpuslice::scheduler::testing;
 using framework::Code;
 namespace json = boost::json;
 
-TEST_CASE("GpuSlice Filter: per-node card reasons with their numbers; Reserve records the cards") {
+TEST_CASE("GpuSlice Filter: per-node card reasons with their numbers, Reserve records the cards") {
   NodeSpec unreg{"unreg", {card("GPU-u")}};
   unreg.no_register = true;
   Snapshot s =

@@ -7,7 +7,7 @@ using namespace gpuslice::scheduler;
 using namespace gpuslice::scheduler::testing;
 using framework::Code;
 
-TEST_CASE("NodeName: only the named node fits; without spec.nodeName the plugin skips") {
+TEST_CASE("NodeName: only the named node fits, without spec.nodeName the plugin skips") {
   Snapshot s = nodes_snapshot({NodeSpec{"a", {card("GPU-1")}}, NodeSpec{"b", {card("GPU-2")}}});
   PluginHarness h(framework::make_node_name());
 

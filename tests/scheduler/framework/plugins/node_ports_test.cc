@@ -35,7 +35,7 @@ TEST_CASE("NodePorts Filter: per-node verdicts, wildcard hostIP, protocols, cont
   CHECK(h.run(s, want(R"({"containerPort":53,"hostPort":53,"protocol":"SCTP"})")).passes("busy"));
 }
 
-TEST_CASE("NodePorts: same hostPort clashes; other protocol or distinct hostIPs do not") {
+TEST_CASE("NodePorts: same hostPort clashes, other protocol or distinct hostIPs do not") {
   Snapshot s = cluster({NodeSpec{"n1", {card("GPU-1")}}});
   REQUIRE(s.upsert_pod(P(R"({"metadata":{"name":"a"},"spec":{"nodeName":"n1","containers":[{"name":"c","image":"x",
       "ports":[{"containerPort":80,"hostPort":8080,"hostIP":"10.0.0.1"}]}]}})")));

@@ -24,7 +24,7 @@ boost::json::object requesting(const std::string& name, const std::string& cpu, 
 }
 }  // namespace
 
-TEST_CASE("NodeResourcesFit: each insufficient resource is a reason; Too many pods; zero requests fit") {
+TEST_CASE("NodeResourcesFit: each insufficient resource is a reason, Too many pods, zero requests fit") {
   NodeSpec small{"small", {card("GPU-1")}};
   small.cpu = "2";
   small.memory = "4Gi";

@@ -263,21 +263,22 @@ StatusView build_view(const Snapshot& snapshot, const std::vector<PendingInput>&
     v.nodes.push_back(std::move(nv));
   });
   // Holders: every recorded pod's slots, on the card of its GPU node.
-  std::map<std::string, std::pair<size_t, size_t>> card_at;  // uuid -> node, card index
+  std::map<std::pair<size_t, std::string_view>, size_t> card_at;  // (node, uuid) -> card index
   for (size_t ni = 0; ni < v.nodes.size(); ++ni) {
     for (size_t ci = 0; ci < v.nodes[ni].cards.size(); ++ci)
-      card_at.emplace(v.nodes[ni].cards[ci].uuid, std::pair{ni, ci});
+      card_at.emplace(std::pair{ni, std::string_view(v.nodes[ni].cards[ci].uuid)}, ci);
   }
   snapshot.for_each_pod([&](const PodRecord& p) {
     if (p.gpu_node.empty()) return;
     auto nit = node_index.find(p.gpu_node);
     if (nit == node_index.end()) return;
+    const size_t ni = nit->second;
     bool holds = false;
     for (size_t slot = 0; slot < p.devices.size(); ++slot) {
       if (slot < p.init_slots && p.init_done) continue;  // finished init containers hold nothing
       for (const ContainerDevice& d : p.devices[slot]) {
-        auto cit = card_at.find(d.uuid);
-        if (cit == card_at.end() || cit->second.first != nit->second) continue;
+        auto cit = card_at.find(std::pair{ni, std::string_view(d.uuid)});
+        if (cit == card_at.end()) continue;
         Holder h;
         h.ns = p.ns;
         h.pod = p.name;
@@ -287,7 +288,7 @@ StatusView build_view(const Snapshot& snapshot, const std::vector<PendingInput>&
         h.mem_mib = d.mem_mib;
         h.cores = d.cores;
         h.assumed = p.assumed;
-        v.nodes[cit->second.first].cards[cit->second.second].holders.push_back(std::move(h));
+        v.nodes[ni].cards[cit->second].holders.push_back(std::move(h));
         holds = true;
       }
     }

@@ -103,7 +103,10 @@ TEST_CASE("status view of the seed scenario: the A100 holds three pods, 60000 of
   CHECK(v.pending[0].age_seconds == 10);
   CHECK(v.pending[1].name == "share-4");
   CHECK(v.pending[1].reason == "CardInsufficientCore");
-  CHECK(v.pending[1].message == "0/1 nodes are available: 1 CardInsufficientCore.");
+  CHECK(v.pending[1].message ==
+        "0/1 nodes are available: 1 CardInsufficientCore (asks 30% of a card's cores, largest free 10%).");
+  REQUIRE(v.pending[1].reasons.size() == 1);
+  CHECK(v.pending[1].reasons[0].detail == "asks 30% of a card's cores, largest free 10%");
   CHECK(v.pending[1].asks[0].cores == 30);
   REQUIRE(v.summary.pending_reasons.size() == 2);
 }
@@ -193,7 +196,7 @@ TEST_CASE("status view: page queries parse, and bad values name the parameter") 
   CHECK_FALSE(status::parse_page_query("offset=1x").ok());
 }
 
-TEST_CASE("status view: pagination, filter and sort select nodes; the JSON carries totals and one page") {
+TEST_CASE("status view: pagination, filter and sort select nodes, and the JSON carries totals and one page") {
   Snapshot snap;
   for (int i = 0; i < 120; ++i) {
     char name[16];
@@ -285,7 +288,7 @@ TEST_CASE("status view: the page embeds its data with every '<' escaped and need
   }
 }
 
-TEST_CASE("status view: JSON at 5000 nodes stays one page; the summary covers every node") {
+TEST_CASE("status view: JSON at 5000 nodes stays one page and the summary covers every node") {
   Snapshot snap;
   for (int i = 0; i < 5000; ++i) {
     std::string name = "node-" + std::to_string(i);

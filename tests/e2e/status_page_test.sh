@@ -163,7 +163,7 @@ section "metrics the dashboards query"
 e2e_gpuslice_metrics a >"$ART/metrics.txt"
 missing=""
 names=$(jq -r '.. | .expr? // empty' "$E2E_ROOT/manifests/grafana/gpuslice-dashboard.json" |
-  grep -oE '\b(hami|gpuslice)_[a-z_]+' | sort -u)
+  grep -oE '\b(hami|gpuslice)_[a-z0-9_]+' | sort -u)
 for m in $names; do
   grep -Eq "^$m(\{| )" "$ART/metrics.txt" || missing+="$m "
 done

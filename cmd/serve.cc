@@ -215,7 +215,7 @@ std::function<int()> setup(CLI::App& app) {
     }
 
     cmd::Runtime runtime{shared_config.get(), server ? &server->liveness() : nullptr,
-                         server ? &server->readiness() : nullptr};
+                         server ? &server->readiness() : nullptr, server ? &server->pages() : nullptr};
     std::vector<std::unique_ptr<cmd::Component>> running;
     auto stop_all = [&] {
       for (auto it = running.rbegin(); it != running.rend(); ++it) {

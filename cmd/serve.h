@@ -20,6 +20,7 @@
 #include "cmd/command.h"
 #include "common/config.h"
 #include "common/health.h"
+#include "common/pages.h"
 #include "common/result.h"
 
 #include <CLI/CLI.hpp>
@@ -36,6 +37,7 @@ struct Runtime {
   const Configuration* config = nullptr;  ///< final configuration (file + flags)
   HealthChecks* liveness = nullptr;       ///< null when no server runs (no webhook, no probe port)
   HealthChecks* readiness = nullptr;
+  Pages* pages = nullptr;  ///< read-only pages of the health port; null when no server runs
 };
 
 class Component {

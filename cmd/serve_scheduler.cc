@@ -1,11 +1,16 @@
 // The scheduler half of `gpuslice serve`: its flags and the component that runs informers, leader election and
 // the scheduling loop (scheduler/loop_service.h). Every replica serves the webhook; only the Lease holder
-// schedules, and /readyz's "leader" check reports whether this replica is that one (when election is on).
+// schedules, and /readyz's "leader" check reports whether this replica is that one (when election is on). The
+// health port also serves the status page (/status, /status.json) and /metrics carries HAMi's scheduler series,
+// both from the status view (scheduler/status_view.h) that the loop builds at most once a second.
 #include "cmd/serve.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "scheduler/loop_service.h"
+#include "scheduler/status_view.h"
 
 #include <memory>
+#include <mutex>
 
 namespace {
 
@@ -33,6 +38,42 @@ Status set_duration(const CLI::Option* opt, const std::string& flag, const std::
   return {};
 }
 
+/// The status view of the running scheduler, for the page handlers and the metrics collector (which the registry
+/// keeps for the life of the process): empty once the component stops.
+struct StatusSource {
+  std::mutex mutex;
+  std::weak_ptr<gpuslice::scheduler::SchedulerProcess> process;
+
+  static StatusSource& get() {
+    static StatusSource* source = [] {
+      auto* s = new StatusSource();  // never destroyed: the registry's collector may run at exit
+      gpuslice::metrics::default_registry().add_collector([s](std::string& out) {
+        if (auto v = s->view(); v) {
+          out += gpuslice::scheduler::status::render_hami_metrics(**v);
+        }
+      });
+      return s;
+    }();
+    return *source;
+  }
+  /// At most 1 s old; the loop gets 2 s to answer.
+  gpuslice::Result<std::shared_ptr<const gpuslice::scheduler::status::StatusView>> view() {
+    std::shared_ptr<gpuslice::scheduler::SchedulerProcess> p;
+    {
+      std::lock_guard lock(mutex);
+      p = process.lock();
+    }
+    if (!p) {
+      return gpuslice::make_error("the scheduler is not running");
+    }
+    return p->status_view(std::chrono::seconds(1), std::chrono::seconds(2));
+  }
+  void set(std::weak_ptr<gpuslice::scheduler::SchedulerProcess> p) {
+    std::lock_guard lock(mutex);
+    process = std::move(p);
+  }
+};
+
 class SchedulerComponent final : public gpuslice::cmd::Component {
  public:
   SchedulerComponent(const Configuration& config, std::string identity) : config_(config), identity_(identity) {}
@@ -43,7 +84,18 @@ class SchedulerComponent final : public gpuslice::cmd::Component {
     if (!p) {
       return gpuslice::make_error(p.message());
     }
-    process_ = std::move(*p);
+    process_ = std::shared_ptr<gpuslice::scheduler::SchedulerProcess>(std::move(*p));
+    StatusSource::get().set(process_);
+    if (runtime.pages != nullptr) {
+      pages_ = runtime.pages;
+      for (bool json : {false, true}) {
+        pages_->add(json ? "/status.json" : "/status", [json](std::string_view query) {
+          auto v = StatusSource::get().view();
+          return gpuslice::scheduler::status::status_response(json, query, v ? v->get() : nullptr,
+                                                              v ? std::string_view() : v.message());
+        });
+      }
+    }
     if (runtime.readiness != nullptr) {
       auto* proc = process_.get();
       const bool election = config_.scheduler.leader_election.enabled;
@@ -61,6 +113,11 @@ class SchedulerComponent final : public gpuslice::cmd::Component {
   }
 
   void stop() override {
+    if (pages_ != nullptr) {
+      pages_->remove("/status");
+      pages_->remove("/status.json");
+    }
+    StatusSource::get().set({});
     if (process_) {
       process_->stop();
     }
@@ -69,7 +126,8 @@ class SchedulerComponent final : public gpuslice::cmd::Component {
  private:
   Configuration config_;
   std::string identity_;
-  std::unique_ptr<gpuslice::scheduler::SchedulerProcess> process_;
+  std::shared_ptr<gpuslice::scheduler::SchedulerProcess> process_;
+  gpuslice::Pages* pages_ = nullptr;
 };
 
 auto g_flags = std::make_shared<Flags>();

@@ -495,7 +495,10 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
   }
   // HAMi drops the pod's old reservation before filtering; so do we (an earlier attempt may have annotated it).
   snapshot_.remove_pod(key.ns, key.name);
+  const auto decide_start = options_.clock.steady();
   Decision d = schedule(snapshot_, *info, schedule_options_);
+  m.algorithm.with({d.scheduled ? "scheduled" : "unschedulable"})
+      .observe(std::chrono::duration<double>(options_.clock.steady() - decide_start).count());
   if (!d.scheduled) {
     scrub_owned_annotations(key, pod);
     (void)count_pod(key, pod);  // put back what the API says it holds

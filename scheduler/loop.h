@@ -38,6 +38,7 @@
 #include "scheduler/node_locker.h"
 #include "scheduler/schedule.h"
 #include "scheduler/snapshot.h"
+#include "scheduler/status_view.h"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -126,6 +127,9 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   std::size_t side_effects_in_flight() const { return reporter_.in_flight(); }
   /// Runs one janitor pass now (tests; the sweeper calls it).
   void sweep();
+  /// The status page's view (scheduler/loop_status.cc): the snapshot, the pending GPU pods with their last
+  /// unschedulable message, queue sizes and sync state over `state` (leadership and identity come from the caller).
+  status::StatusView status_view(status::SchedulerState state) const;
 
  private:
   struct PendingPod {

@@ -11,6 +11,10 @@ LoopMetrics& LoopMetrics::get() {
         r.histogram("gpuslice_scheduler_e2e_scheduling_duration_seconds",
                     "From first seeing a pending pod to its successful binding.", {},
                     metrics::exponential_buckets(0.001, 2, 18)),
+        r.histogram("gpuslice_scheduler_scheduling_algorithm_duration_seconds",
+                    "One scheduling decision (filter and score over the snapshot) by result, as kube-scheduler's "
+                    "scheduler_scheduling_algorithm_duration_seconds.",
+                    {"result"}, metrics::exponential_buckets(0.00001, 2, 20)),
         r.gauge("gpuslice_scheduler_pending_pods", "Pods in the scheduling queue by state.", {"queue"}),
         r.gauge("gpuslice_scheduler_binds_in_flight", "Decisions being written and bound.", {}),
         r.counter("gpuslice_scheduler_node_lock_operations_total",

@@ -1,5 +1,5 @@
 #pragma once
-// The scheduling loop's Prometheus metrics (gpuslice_scheduler_*): attempts, end-to-end latency, queue and
+// The scheduling loop's Prometheus metrics (gpuslice_scheduler_*): attempts, end-to-end and decision latency, queue and
 // in-flight gauges, node-lock operations, dropped side effects, and per-card allocation gauges.
 
 #include "common/metrics.h"
@@ -18,6 +18,7 @@ struct CardRow {
 struct LoopMetrics {
   metrics::Family<metrics::Counter>& attempts;
   metrics::HistogramFamily& e2e;
+  metrics::HistogramFamily& algorithm;  ///< one schedule() decision over the snapshot, by result
   metrics::Family<metrics::Gauge>& pending;
   metrics::Family<metrics::Gauge>& binds_in_flight;
   metrics::Family<metrics::Counter>& lock_ops;

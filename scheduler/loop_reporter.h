@@ -58,6 +58,11 @@ class LoopReporter {
   /// Forgets the records of every pod `keep` answers false for.
   void retain(const std::function<bool(const PodKey&)>& keep);
 
+  /// The last unschedulable message reported for `key` (the status page's reason), null when none.
+  const std::string* last_message(const PodKey& key) const {
+    auto it = reported_.find(key);
+    return it == reported_.end() ? nullptr : &it->second.message;
+  }
   std::size_t in_flight() const { return in_flight_; }
   uint64_t dropped() const { return dropped_; }
 

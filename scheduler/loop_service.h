@@ -19,7 +19,9 @@
 #include <boost/asio/io_context.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,6 +78,10 @@ class SchedulerProcess {
   bool leading() const { return service_->leading(); }
   bool synced() const { return service_->loop()->synced(); }
   const std::string& identity() const { return identity_; }
+  /// The status page's view, built on the loop's thread at most once per `max_age` (callers in between share
+  /// it), waiting at most `timeout` for the loop. Thread-safe; an error once stop() has begun.
+  Result<std::shared_ptr<const status::StatusView>> status_view(std::chrono::milliseconds max_age,
+                                                                std::chrono::milliseconds timeout);
 
  private:
   SchedulerProcess() = default;
@@ -86,6 +92,9 @@ class SchedulerProcess {
   std::thread thread_;
   std::atomic<bool> stopped_{false};
   bool leader_enabled_ = false;
+  std::mutex view_mutex_, view_build_mutex_;
+  std::shared_ptr<const status::StatusView> view_;
+  std::chrono::steady_clock::time_point view_at_{};
 };
 
 }  // namespace gpuslice::scheduler

@@ -701,6 +701,11 @@ Status Snapshot::upsert_pod(const json::object& pod) {
   }
   const json::array* inits = spec ? array_at(*spec, "initContainers") : nullptr;
   rec.init_slots = inits ? inits->size() : 0;
+  for (const json::array* list : {inits, spec ? array_at(*spec, "containers") : nullptr}) {
+    for (const json::value& c : list ? *list : json::array{}) {
+      rec.containers.push_back(c.is_object() ? string_at(c.get_object(), "name") : std::string());
+    }
+  }
   if (status != nullptr && rec.init_slots > 0) {
     const json::array* st = array_at(*status, "initContainerStatuses");
     size_t done = 0;
@@ -834,6 +839,7 @@ Status Snapshot::assume(const PodInfo& pod, std::string_view node, const PodDevi
   rec.devices = devices;
   for (const ContainerGpuRequest& c : pod.gpu.containers) {
     rec.init_slots += c.init ? 1 : 0;
+    rec.containers.push_back(c.name);
   }
   if (has_devices(devices)) {
     rec.gpu_node = rec.node;

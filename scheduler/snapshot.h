@@ -123,7 +123,8 @@ struct PodRecord {
   std::string node;      ///< where cpu/memory/pods count ("" if none)
   std::string gpu_node;  ///< where the cards are (hami.io/vgpu-node), "" without a GPU allocation
   ResourceRequests requests;
-  PodDevices devices;  ///< as allocated, slots init first
+  PodDevices devices;                   ///< as allocated, slots init first
+  std::vector<std::string> containers;  ///< container names per slot (init first), when the spec was seen
   size_t init_slots = 0;
   bool init_done = false;  ///< all init containers exited 0: init usage no longer counts
   bool assumed = false;    ///< recorded by assume(), not yet confirmed by a watch event

@@ -104,6 +104,22 @@ Routed dispatch(const Routes& routes, const Request& req) {
     r.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
     return {std::move(r), "metrics"};
   }
+  if (routes.pages != nullptr && routes.pages->has(path)) {
+    if (!get) {
+      return {method_not_allowed(req, path, "GET, HEAD", "GET"), "page"};
+    }
+    std::optional<Page> page = routes.pages->serve(path, query);
+    if (!page) {  // removed since has()
+      return {not_found(req, path), "other"};
+    }
+    Response r{static_cast<http::status>(page->status), req.version()};
+    r.set(http::field::content_type, page->content_type);
+    r.set(http::field::cache_control, "no-store");
+    r.set("X-Content-Type-Options", "nosniff");
+    r.keep_alive(req.keep_alive());
+    r.body() = std::move(page->body);
+    return {std::move(r), "page"};
+  }
   return {not_found(req, path), "other"};
 }
 

@@ -8,12 +8,14 @@
 //   GET  /livez[/<check>], /healthz[/<check>]  -> Routes::liveness   (?verbose, ?exclude=<check>)
 //   GET  /readyz[/<check>]                     -> Routes::readiness
 //   GET  /metrics                              -> Routes::metrics (Prometheus text)
+//   GET  any path registered in Routes::pages   -> that page (common/pages.h; the scheduler's /status, /status.json)
 // HEAD is GET without the body. Anything else: 404; a known path with the wrong method: 405 with Allow.
 //
 //   webhook::Routes routes{.review = handler, .liveness = &live, .readiness = &ready, .metrics = serialize};
 //   auto [response, handler_label] = webhook::route(routes, request);
 
 #include "common/health.h"
+#include "common/pages.h"
 #include "webhook/admission.h"
 
 #include <boost/beast/http/message.hpp>
@@ -39,11 +41,12 @@ struct Routes {
   const HealthChecks* liveness = nullptr;   ///< /livez and /healthz
   const HealthChecks* readiness = nullptr;  ///< /readyz
   std::function<std::string()> metrics;     ///< the /metrics body (Prometheus text format 0.0.4)
+  const Pages* pages = nullptr;             ///< read-only pages (plain listener only), "page" handler label
 };
 
 struct Routed {
   Response response;  ///< complete: Content-Length set, the body left out for HEAD
-  /// The `handler` label of gpuslice_webhook_http_requests_total: "review", "health", "metrics" or "other".
+  /// The `handler` label of gpuslice_webhook_http_requests_total: "review", "health", "metrics", "page" or "other".
   std::string_view handler;
 };
 

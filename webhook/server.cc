@@ -121,6 +121,7 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
   WebhookMetrics& m = WebhookMetrics::get();
   HealthChecks liveness{"livez"};
   HealthChecks readiness{"readyz"};
+  Pages pages;
 
   // Owned by pointer so stop() can destroy it (and with it the handlers that keep sessions alive) while
   // the rest of the state still exists.
@@ -150,15 +151,19 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
   bool stopped = false;
 
   // What each listener serves (router.h): the probe listener has no review route.
-  Routes plain_routes{.review = nullptr, .liveness = &liveness, .readiness = &readiness, .metrics = [] {
-                        return metrics::default_registry().serialize();
-                      }};
+  // Pages (the status page) are served on the probe listener only: the TLS port is the API server's.
+  Routes plain_routes{.review = nullptr,
+                      .liveness = &liveness,
+                      .readiness = &readiness,
+                      .metrics = [] { return metrics::default_registry().serialize(); },
+                      .pages = &pages};
   Routes tls_routes = with_review(plain_routes);
 
   explicit State(ServerOptions o, ReviewHandler h) : options(std::move(o)), handler(std::move(h)) {}
 
   Routes with_review(Routes routes) {
     routes.review = [this](std::string_view body) { return timed_review(body); };
+    routes.pages = nullptr;
     return routes;
   }
 
@@ -590,6 +595,9 @@ HealthChecks& Server::liveness() {
 }
 HealthChecks& Server::readiness() {
   return state_->readiness;
+}
+Pages& Server::pages() {
+  return state_->pages;
 }
 uint16_t Server::port() const {
   return state_->tls_port;

@@ -3,7 +3,8 @@
 // only on the webhook port: TLS 1.2+ with ECDHE AEAD ciphers, N threads, keep-alive, per-connection
 // deadlines (handshake, whole request, response write, idle keep-alive), body/header limits, a capped
 // connection count, certificate rotation by polling the cert/key files. An optional plain-HTTP listener
-// serves only the probes and /metrics (for kubelet probes and Prometheus).
+// serves only the probes, /metrics and the read-only pages components register (for kubelet probes,
+// Prometheus and the status page).
 //
 // The session owns the I/O and the limits; what each request gets is webhook::route() (router.h, pure):
 // reviews, /livez /readyz /healthz (common/health.h), /metrics (metrics::default_registry()), 404, 405.
@@ -20,6 +21,7 @@
 #include "certs/certs.h"
 #include "common/config.h"
 #include "common/health.h"
+#include "common/pages.h"
 #include "common/result.h"
 #include "webhook/router.h"
 
@@ -73,6 +75,8 @@ class Server {
   /// "tls-certificate" and "shutdown"; /healthz serves the liveness checks.
   HealthChecks& liveness();
   HealthChecks& readiness();
+  /// Read-only pages of the plain-HTTP listener (common/pages.h), added any time, from any thread.
+  Pages& pages();
 
   /// Checks the cert/key files now (the poll timer calls the same): on change, loads the new pair for new
   /// connections (open ones keep theirs); a bad pair is logged and the old one kept. Returns the load

@@ -230,3 +230,34 @@ TEST_CASE("router: the answers to refused requests close the connection and name
   check_text(bad, 400, "400 bad request: malformed HTTP: bad method\n");
   CHECK_FALSE(bad.keep_alive());
 }
+
+TEST_CASE("router: registered pages answer GET and HEAD with their query; other methods 405; unknown paths 404") {
+  Fixture f;
+  gpuslice::Pages pages;
+  std::string seen_query;
+  pages.add("/status.json", [&](std::string_view query) {
+    seen_query = std::string(query);
+    return gpuslice::Page{200, "application/json", "{\"ok\":true}"};
+  });
+  pages.add("/broken", [](std::string_view) -> gpuslice::Page { throw std::runtime_error("view broke"); });
+  CHECK(f.get("/status.json").response.result_int() == 404);  // no pages on these routes
+  f.routes.pages = &pages;
+  auto [r, handler] = f.get("/status.json?limit=5&sort=used");
+  CHECK(handler == "page");
+  CHECK(r.result_int() == 200);
+  CHECK(r[http::field::content_type] == "application/json");
+  CHECK(r[http::field::cache_control] == "no-store");
+  CHECK(r["X-Content-Type-Options"] == "nosniff");
+  CHECK(r.body() == "{\"ok\":true}");
+  CHECK(seen_query == "limit=5&sort=used");
+  auto [head, h2] = wh::route(f.routes, make_request(http::verb::head, "/status.json", "", ""));
+  CHECK(head.body().empty());
+  CHECK(head[http::field::content_length] == "11");
+  auto [post, h3] = wh::route(f.routes, make_request(http::verb::post, "/status.json", "", ""));
+  check_text(post, 405, "405 method not allowed: POST /status.json (use GET)\n");
+  CHECK(post[http::field::allow] == "GET, HEAD");
+  check_text(f.get("/status.json/x").response, 404, "404 page not found: /status.json/x\n");
+  check_text(f.get("/broken").response, 500, "500 internal server error\n");
+  pages.remove("/status.json");
+  CHECK(f.get("/status.json").response.result_int() == 404);
+}

@@ -1,0 +1,72 @@
+// SchedulingLoop::status_view: the loop's side of the status page. It only gathers the pending pods (their request
+// and last unschedulable message) and hands the snapshot to the pure status::build_view (scheduler/status_view.h);
+// it runs on the loop's executor like every other member.
+#include "common/json_access.h"
+#include "common/rfc3339.h"
+#include "scheduler/loop.h"
+#include "scheduler/pod_info.h"
+
+namespace gpuslice::scheduler {
+
+namespace {
+
+namespace json = boost::json;
+
+/// The message of a PodScheduled=False condition (what another replica or an earlier run reported), "" if none.
+std::string condition_message(const json::object& pod) {
+  const json::object* status = object_at(pod, "status");
+  const json::array* conds = status ? array_at(*status, "conditions") : nullptr;
+  for (const json::value& c : conds ? *conds : json::array{}) {
+    if (c.is_object() && string_view_at(c.get_object(), "type") == "PodScheduled" &&
+        string_view_at(c.get_object(), "status") == "False") {
+      return string_at(c.get_object(), "message");
+    }
+  }
+  return {};
+}
+
+int64_t creation_unix(const json::object& pod) {
+  const json::object* meta = object_at(pod, "metadata");
+  if (meta == nullptr) {
+    return 0;
+  }
+  auto t = parse_rfc3339(string_view_at(*meta, "creationTimestamp"));
+  return t ? std::chrono::duration_cast<std::chrono::seconds>(t->time_since_epoch()).count() : 0;
+}
+
+}  // namespace
+
+status::StatusView SchedulingLoop::status_view(status::SchedulerState state) const {
+  state.synced = synced_;
+  state.queue_active = queue_.active_size();
+  state.queue_backoff = queue_.waiting_size();
+  state.queue_in_flight = queue_.in_flight_size();
+  state.binds_in_flight = binders_.size();
+  state.now_unix = std::chrono::duration_cast<std::chrono::seconds>(options_.clock.wall().time_since_epoch()).count();
+  std::vector<status::PendingInput> pending;
+  for (const auto& [key, p] : pending_) {
+    if (binders_.count(key) != 0) {
+      continue;  // being bound: its slice shows on the card (assumed)
+    }
+    auto info = parse_pod(p.object, options_.devices);
+    status::PendingInput in;
+    in.ns = key.ns;
+    in.name = key.name;
+    if (info) {
+      if (!info->gpu.any()) {
+        continue;
+      }
+      in.gpu = std::move(info->gpu);
+    }
+    const std::string* reported = reporter_.last_message(key);
+    in.message = reported != nullptr ? *reported : condition_message(p.object);
+    if (!info && in.message.empty()) {
+      in.message = info.message();
+    }
+    in.since_unix = creation_unix(p.object);
+    pending.push_back(std::move(in));
+  }
+  return status::build_view(snapshot_, pending, state);
+}
+
+}  // namespace gpuslice::scheduler

@@ -239,14 +239,10 @@ PY
 }
 # Generated nodes: 4 x A100-80GB each (40 slices per node with HAMi's default split count of 10).
 extra_nodes() {
-  local t=$1 n=$2 i j reg
+  local t=$1 n=$2 i
   for ((i = 0; i < n; i++)); do
-    reg=""
-    for j in 0 1 2 3; do
-      reg+="${reg:+,}{\"id\":\"GPU-$t-x$i-$j\",\"index\":$j,\"count\":10,\"devmem\":81920,\"devcore\":100,\"type\":\"NVIDIA A100-SXM4-80GB\",\"mode\":\"hami-core\",\"health\":true}"
-    done
     echo "---"
-    kwok_node "$t-extra-$i" "[$reg]" 40 64 512Gi "gpuslice.io/lab: extra"
+    kwok_node "$t-extra-$i" "$(a100_register "GPU-$t-x$i")" 40 64 512Gi "gpuslice.io/lab: extra"
   done
 }
 

@@ -77,8 +77,8 @@ namespace {
 // The container's count as kubelet reads it: resources.limits only (the API server requires a limit for an
 // extended resource and a request equal to it, so limits are what the device manager allocates).
 Result<std::optional<int64_t>> count_limit(const json::object& c, const std::string& resource) {
-  const json::object* res = find_object(c, "resources");
-  const json::object* limits = res != nullptr ? find_object(*res, "limits") : nullptr;
+  const json::object* res = object_at(c, "resources");
+  const json::object* limits = res != nullptr ? object_at(*res, "limits") : nullptr;
   if (limits == nullptr || !limits->contains(resource)) return std::optional<int64_t>{};
   json::object only;
   only["resources"] = json::object{{"limits", json::object{{resource, limits->at(resource)}}}};

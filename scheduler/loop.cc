@@ -274,6 +274,28 @@ void SchedulingLoop::apply_pod(const boost::json::object& pod, bool deleted) {
   }
 }
 
+void SchedulingLoop::scrub_owned_annotations(const PodKey& key, const boost::json::object& pod) {
+  const bool carries = std::any_of(std::begin(kSchedulerOwnedAnnotations), std::end(kSchedulerOwnedAnnotations),
+                                   [&](std::string_view k) { return annotation(pod, k).has_value(); });
+  if (!carries || !scrubbing_.insert(key).second) {
+    return;
+  }
+  // A pending pod that stays Pending must not keep an allocation: HAMi's accounting (and anything reading the
+  // annotations as HAMi does) would count it on a card it does not hold. Left by an attempt of ours that never
+  // bound (a crash between the patch and the Binding) or written by the pod's author; either way ours to remove.
+  // resourceVersion as precondition: a conflict means the pod changed, and the next attempt looks again.
+  spawn([](std::shared_ptr<SchedulingLoop> self, PodKey key, std::string patch) -> asio::awaitable<void> {
+    auto r = co_await self->api_->patch_pod(key.ns, key.name, std::move(patch));
+    if (!r && !r.error().is_not_found() && !r.error().is_conflict()) {
+      log::warning("removing a pending pod's stale allocation annotations failed",
+                   {{"pod", key.str()}, {"error", r.error().to_string()}});
+    } else if (r) {
+      log::info("removed a pending pod's stale allocation annotations", {{"pod", key.str()}}, 1);
+    }
+    self->scrubbing_.erase(key);
+  }(shared_from_this(), key, owned_annotations_removal_patch(kube::resource_version_of(pod))));
+}
+
 Status SchedulingLoop::count_pod(const PodKey& key, const boost::json::object& pod) {
   const bool unbound_ours = string_at_pointer(pod, "/spec/nodeName").empty() &&
                             string_at_pointer(pod, "/spec/schedulerName") == options_.scheduler_name &&
@@ -427,6 +449,7 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
     ++stats_.unschedulable;
     m.attempts.with({"unschedulable"}).inc();
     queue_.done_unschedulable(key, now);
+    scrub_owned_annotations(key, pod);
     reporter_.unschedulable(key, pod, "pod " + key.str() + ": " + info.message(), "");
     return;
   }
@@ -438,8 +461,9 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
         keys += (keys.empty() ? "" : ", ") + k;
       }
       lines.push_back(keys +
-                      " on a pod that is not bound yet: written by its author, not by a scheduler; not "
-                      "counted, replaced or removed when the pod is bound");
+                      " on a pod that is not bound yet: not this scheduler's placement (written by the pod's author, "
+                      "or left by an attempt that never bound); not counted, and replaced or removed once the pod is "
+                      "decided");
     }
     if (!lines.empty()) {
       reporter_.ignored_annotations(key, pod, lines);
@@ -449,6 +473,7 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
   snapshot_.remove_pod(key.ns, key.name);
   Decision d = schedule(snapshot_, *info, schedule_options_);
   if (!d.scheduled) {
+    scrub_owned_annotations(key, pod);
     (void)count_pod(key, pod);  // put back what the API says it holds
     ++stats_.unschedulable;
     m.attempts.with({"unschedulable"}).inc();

@@ -141,6 +141,9 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   /// snapshot_.upsert_pod, except that a pending pod of ours we are not binding is counted without its
   /// scheduler-owned annotations (they are not ours to trust).
   Status count_pod(const PodKey& key, const boost::json::object& pod);
+  /// A pending pod of ours found unschedulable that carries scheduler-owned annotations: removes them (one
+  /// patch in flight per pod, resourceVersion precondition), so no allocation stays on a pod that holds nothing.
+  void scrub_owned_annotations(const PodKey& key, const boost::json::object& pod);
   boost::asio::awaitable<void> bind_task(std::shared_ptr<Binding> b);
   std::optional<LockOwnerState> cached_lock_owner(const std::string& ns, const std::string& pod,
                                                   const std::string& node) const;
@@ -167,6 +170,7 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   std::map<PodKey, std::string> binders_;                               // pods being bound -> node
   std::map<PodKey, std::pair<std::string, SteadyTime>> recent_binds_;   // bound by us lately (watch may lag)
   std::map<PodKey, int> conflict_retries_;                              // immediate re-decisions after a 409, bounded
+  std::set<PodKey> scrubbing_;                                          // stale-annotation removals in flight
   std::set<PodKey> annotated_by_us_;                                    // pending pods carrying our own allocation
   NodeLocker locker_;                                                   // hami.io/mutex.lock: takes, releases, janitor
   LoopReporter reporter_;                                               // PodScheduled condition and Events

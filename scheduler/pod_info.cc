@@ -384,7 +384,7 @@ Result<PodInfo> parse_pod(const json::object& pod, const DeviceConfig& devices) 
       p.ignored_annotations.push_back(std::string(kGpuRequestAnnotation) + " " + why + "; scheduling from the spec");
     }
   }
-  const bool bound = spec != nullptr && !str(*spec, "nodeName").empty();
+  const bool bound = spec != nullptr && !string_at(*spec, "nodeName").empty();
   if (!bound) {
     for (std::string_view k : kSchedulerOwnedAnnotations) {
       if (annotations->contains(k)) {

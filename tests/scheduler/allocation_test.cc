@@ -1,9 +1,11 @@
 // Device strings and the scheduler-owned annotation names (scheduler/allocation.h, hami-protocol.md §4).
 #include "scheduler/allocation.h"
+#include "common/gpu_request.h"
 
 #include <boost/json/parse.hpp>
 #include <catch2/catch.hpp>
 
+using namespace gpuslice;
 using namespace gpuslice::scheduler;
 using Catch::Matchers::Contains;
 namespace json = boost::json;

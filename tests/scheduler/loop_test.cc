@@ -322,6 +322,38 @@ TEST_CASE("loop: restart from API state - an annotated unbound pod is redone, no
   h.finish();
 }
 
+TEST_CASE("loop: a pending pod left annotated by a dead attempt loses the annotations when it no longer fits",
+          "[loop]") {
+  Harness h;
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  // The card is full (a bound pod of another scheduler holds all its cores) ...
+  auto full = make_pod("full", 1000, 100, "other-scheduler");
+  full["spec"].as_object()["nodeName"] = "gpu-0";
+  full["metadata"].as_object()["annotations"] =
+      json::object{{"hami.io/vgpu-node", "gpu-0"},
+                   {"hami.io/bind-phase", "success"},
+                   {"hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,1000,100:;"}};
+  h.api->put_pod(full);
+  // ... and `late` carries the allocation an earlier incarnation wrote before it died, never bound.
+  auto late = make_pod("late", 20000, 30);
+  late["metadata"].as_object()["annotations"] =
+      json::object{{"hami.io/vgpu-node", "gpu-0"},
+                   {"hami.io/bind-phase", "allocating"},
+                   {"hami.io/bind-time", "1796024800"},
+                   {"hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,20000,30:;"},
+                   {"hami.io/vgpu-devices-to-allocate", "GPU-a,NVIDIA,20000,30:;"}};
+  h.api->put_pod(late);
+  h.start();
+  REQUIRE(h.run_until([&] { return ann(h.api->pods.at("default/late"), "hami.io/vgpu-devices-allocated").empty(); }));
+  const auto& p = h.api->pods.at("default/late");
+  for (std::string_view k : kSchedulerOwnedAnnotations) {
+    CHECK(ann(p, std::string(k)).empty());
+  }
+  CHECK(h.node_of("default/late").empty());
+  CHECK(h.api->binds == 0);
+  h.finish();
+}
+
 TEST_CASE("loop: a 409 on the annotation patch is re-decided and bound", "[loop]") {
   Harness h("off", false);
   int conflicts = 0;

@@ -450,7 +450,7 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
     m.attempts.with({"unschedulable"}).inc();
     queue_.done_unschedulable(key, now);
     scrub_owned_annotations(key, pod);
-    reporter_.unschedulable(key, pod, "pod " + key.str() + ": " + info.message(), "");
+    reporter_.unschedulable(key, pod, info.message(), "");  // parse_pod's message names the pod
     return;
   }
   {

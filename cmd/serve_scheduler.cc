@@ -9,6 +9,7 @@
 #include "scheduler/loop_service.h"
 #include "scheduler/status_view.h"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -23,6 +24,7 @@ struct Flags {
   double kube_qps = 0;
   int kube_burst = 0;
   bool leader_elect = true;
+  bool hami_legacy_metrics = true;
 };
 
 Status set_duration(const CLI::Option* opt, const std::string& flag, const std::string& text,
@@ -43,13 +45,14 @@ Status set_duration(const CLI::Option* opt, const std::string& flag, const std::
 struct StatusSource {
   std::mutex mutex;
   std::weak_ptr<gpuslice::scheduler::SchedulerProcess> process;
+  std::atomic<bool> legacy{true};  ///< also HAMi's pre-2.8 names (GPUDeviceMemoryAllocated, vGPUMemoryAllocated, ...)
 
   static StatusSource& get() {
     static StatusSource* source = [] {
       auto* s = new StatusSource();  // never destroyed: the registry's collector may run at exit
       gpuslice::metrics::default_registry().add_collector([s](std::string& out) {
         if (auto v = s->view(); v) {
-          out += gpuslice::scheduler::status::render_hami_metrics(**v);
+          out += gpuslice::scheduler::status::render_hami_metrics(**v, s->legacy.load());
         }
       });
       return s;
@@ -163,6 +166,9 @@ gpuslice::cmd::ApplyFlags add_flags(CLI::App& serve) {
   auto* lease_ns = serve.add_option("--leader-elect-resource-namespace", f->lease_namespace,
                                     "Lease namespace (default: the pod's namespace in-cluster, else kube-system)");
   serve.add_option("--leader-elect-identity", f->identity, "Holder identity (default <hostname>_<random>)");
+  serve.add_option("--hami-legacy-metrics", f->hami_legacy_metrics,
+                   "Also export HAMi's legacy metric names (GPUDeviceMemoryAllocated, vGPUMemoryAllocated, ...) for "
+                   "older dashboards; they double the /metrics text, 114 MB at 40,000 cards (default true)");
   return [=](Configuration& c) -> Status {
     auto& s = c.scheduler;
     auto& le = s.leader_election;
@@ -200,6 +206,7 @@ std::unique_ptr<gpuslice::cmd::Component> make(const Configuration& config) {
   if (!config.scheduler.enabled) {
     return nullptr;
   }
+  StatusSource::get().legacy = g_flags->hami_legacy_metrics;
   return std::make_unique<SchedulerComponent>(config, g_flags->identity);
 }
 

@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,46 @@ struct ReflectorEvent {
   const std::vector<boost::json::object>* items = nullptr;  ///< relisted only; valid during the call
   std::string resource_version;                             ///< the event's or the list's resourceVersion
 };
+
+/// Applies a reflector event to a store whose keys are kept in `known`: added/modified call `upsert(object)`
+/// (which inserts its key into `known`), deleted erases the key and calls `remove(key)`, relisted upserts every
+/// item and removes every known key the list no longer has. Returns false for a bookmark (nothing changed).
+/// `key_of(object)` gives an object's key. Keys, key_of, upsert and remove are the caller's.
+template <class Key, class KeyOf, class Upsert, class Remove>
+bool apply_keyed(const ReflectorEvent& event, std::set<Key>& known, KeyOf key_of, Upsert upsert, Remove remove) {
+  switch (event.type) {
+    case ReflectorEventType::relisted: {
+      std::set<Key> seen;
+      for (const auto& item : *event.items) {
+        seen.insert(key_of(item));
+        upsert(item);
+      }
+      for (auto it = known.begin(); it != known.end();) {
+        if (seen.count(*it) == 0) {
+          Key gone = *it;
+          it = known.erase(it);
+          remove(gone);
+        } else {
+          ++it;
+        }
+      }
+      return true;
+    }
+    case ReflectorEventType::added:
+    case ReflectorEventType::modified:
+      upsert(*event.object);
+      return true;
+    case ReflectorEventType::deleted: {
+      Key key = key_of(*event.object);
+      known.erase(key);
+      remove(key);
+      return true;
+    }
+    case ReflectorEventType::bookmark:
+      return false;
+  }
+  return false;
+}
 
 struct ReflectorOptions {
   Resource resource;

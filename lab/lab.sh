@@ -100,7 +100,7 @@ gpuslice_serve_cmd() {
 mock_device_agent_cmd() {
   local t=$1 d; d=$(tdir "$1")
   printf '%s\n' "$(gpuslice_bin)" mock-device-agent \
-    --kubeconfig="$d/admin.kubeconfig"
+    --kubeconfig="$d/hami-device-plugin.kubeconfig"
 }
 # ===========================================================================================================
 
@@ -155,6 +155,9 @@ tenant_pki() {
     # gpuslice authenticates as its ServiceAccount (client certificate with the SA's user name and groups),
     # so the lab exercises exactly the least-privilege RBAC of manifests/base/rbac.yaml.
     sign gpuslice "/O=system:serviceaccounts/O=system:serviceaccounts:gpuslice-system/CN=system:serviceaccount:gpuslice-system:gpuslice" "$C"
+    # The mock device agent stands for HAMi's device plugin: its ServiceAccount's identity, and only the RBAC of
+    # HAMi's chart (lab/hami-device-plugin-rbac.yaml), so the allocation guard treats it as it treats the plugin.
+    sign hami-device-plugin "/O=system:serviceaccounts/O=system:serviceaccounts:kube-system/CN=system:serviceaccount:kube-system:hami-device-plugin" "$C"
     sign konn-server /CN=konnectivity-server "$S\nsubjectAltName=IP:127.0.0.1,DNS:localhost"
     sign konn-agent /CN=konnectivity-agent "$C"
     openssl genrsa -out sa.key 2048 2>/dev/null && openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
@@ -239,14 +242,10 @@ PY
 }
 # Generated nodes: 4 x A100-80GB each (40 slices per node with HAMi's default split count of 10).
 extra_nodes() {
-  local t=$1 n=$2 i j reg
+  local t=$1 n=$2 i
   for ((i = 0; i < n; i++)); do
-    reg=""
-    for j in 0 1 2 3; do
-      reg+="${reg:+,}{\"id\":\"GPU-$t-x$i-$j\",\"index\":$j,\"count\":10,\"devmem\":81920,\"devcore\":100,\"type\":\"NVIDIA A100-SXM4-80GB\",\"mode\":\"hami-core\",\"health\":true}"
-    done
     echo "---"
-    kwok_node "$t-extra-$i" "[$reg]" 40 64 512Gi "gpuslice.io/lab: extra"
+    kwok_node "$t-extra-$i" "$(a100_register "GPU-$t-x$i")" 40 64 512Gi "gpuslice.io/lab: extra"
   done
 }
 
@@ -269,6 +268,7 @@ start_tenant_control_plane() {
   tenant_pki "$t"
   kubeconfig "$t" admin >"$d/admin.kubeconfig"
   kubeconfig "$t" gpuslice >"$d/gpuslice.kubeconfig"
+  kubeconfig "$t" hami-device-plugin >"$d/hami-device-plugin.kubeconfig"
   cat >"$d/egress.yaml" <<EOF
 apiVersion: apiserver.k8s.io/v1beta1
 kind: EgressSelectorConfiguration
@@ -341,6 +341,9 @@ finish_tenant() {
   local out
   out=$(kc "$t" apply -k "$overlay" 2>&1) || { printf '%s\n' "$out" >&2; die "applying $overlay to tenant $t failed"; }
   printf '%s\n' "$out" >"$STATE/logs/$t-manifests.log"
+  out=$(kc "$t" apply -f "$REPO/lab/hami-device-plugin-rbac.yaml" 2>&1) ||
+    { printf '%s\n' "$out" >&2; die "applying lab/hami-device-plugin-rbac.yaml to tenant $t failed"; }
+  printf '%s\n' "$out" >>"$STATE/logs/$t-manifests.log"
   write_gpuslice_config "$t"
 
   # Nodes, then kwok to keep them Ready.

@@ -1,6 +1,16 @@
 # shellcheck shell=bash
 # Simulated GPU workers, shared by lab/lab.sh, the e2e tests and the benchmarks. Source it.
 
+# a100_register PREFIX [CARDS]: the register JSON array of CARDS (default 4) A100-80GB cards with ids PREFIX-0..,
+# HAMi's default split count (10), 81920 MiB and 100 cores each.
+a100_register() {
+  local prefix=$1 cards=${2:-4} j reg=""
+  for ((j = 0; j < cards; j++)); do
+    reg+="${reg:+,}{\"id\":\"$prefix-$j\",\"index\":$j,\"count\":10,\"devmem\":81920,\"devcore\":100,\"type\":\"NVIDIA A100-SXM4-80GB\",\"mode\":\"hami-core\",\"health\":true}"
+  done
+  echo "[$reg]"
+}
+
 # kwok_node NAME REGISTER SLICES [CPU MEMORY EXTRA_LABELS]: a kwok Node manifest for one GPU worker.
 #   REGISTER  the hami.io/node-nvidia-register JSON array (docs/hami-protocol.md §3)
 #   SLICES    allocatable nvidia.com/gpu: cards x split count; it must stay above 0 (HAMi's health gate)

@@ -380,43 +380,19 @@ void SchedulingLoop::apply_node(const boost::json::object& node, bool deleted) {
 }
 
 void SchedulingLoop::on_quota_event(const kube::ReflectorEvent& event) {
-  using T = kube::ReflectorEventType;
+  using Key = std::pair<std::string, std::string>;
+  auto key_of = [](const boost::json::object& q) { return Key{kube::namespace_of(q), kube::name_of(q)}; };
   auto upsert = [&](const boost::json::object& q) {
-    quotas_.insert({kube::namespace_of(q), kube::name_of(q)});
+    quotas_.insert(key_of(q));
     if (auto st = snapshot_.upsert_quota(q); !st) {
       log::warning("resource quota ignored", {{"error", st.message()}});
     }
   };
-  switch (event.type) {
-    case T::relisted: {
-      std::set<std::pair<std::string, std::string>> seen;
-      for (const auto& item : *event.items) {
-        seen.insert({kube::namespace_of(item), kube::name_of(item)});
-        upsert(item);
-      }
-      for (auto it = quotas_.begin(); it != quotas_.end();) {
-        if (!seen.count(*it)) {
-          snapshot_.remove_quota(it->first, it->second);
-          it = quotas_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      break;
-    }
-    case T::added:
-    case T::modified:
-      upsert(*event.object);
-      break;
-    case T::deleted:
-      quotas_.erase({kube::namespace_of(*event.object), kube::name_of(*event.object)});
-      snapshot_.remove_quota(kube::namespace_of(*event.object), kube::name_of(*event.object));
-      break;
-    case T::bookmark:
-      return;
+  auto remove = [&](const Key& k) { snapshot_.remove_quota(k.first, k.second); };
+  if (kube::apply_keyed(event, quotas_, key_of, upsert, remove)) {
+    queue_.move_all_to_active(options_.clock.steady());
+    wake();
   }
-  queue_.move_all_to_active(options_.clock.steady());
-  wake();
 }
 
 // ---- the worker ----
@@ -474,7 +450,7 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
     m.attempts.with({"unschedulable"}).inc();
     queue_.done_unschedulable(key, now);
     scrub_owned_annotations(key, pod);
-    reporter_.unschedulable(key, pod, "pod " + key.str() + ": " + info.message(), "");
+    reporter_.unschedulable(key, pod, info.message(), "");  // parse_pod's message names the pod
     return;
   }
   {

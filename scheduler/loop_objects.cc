@@ -73,9 +73,9 @@ void remove_object(ClusterObjects& objs, ClusterObjectKind kind, const std::stri
 }  // namespace
 
 void SchedulingLoop::on_cluster_object_event(ClusterObjectKind kind, const kube::ReflectorEvent& event) {
-  using T = kube::ReflectorEventType;
   ClusterObjects& objs = snapshot_.objects();
   std::set<std::string>& known = object_keys_[static_cast<size_t>(kind)];
+  auto key_of = [kind](const boost::json::object& o) { return object_key(kind, o); };
   auto upsert = [&](const boost::json::object& o) {
     const std::string key = object_key(kind, o);
     known.insert(key);
@@ -86,38 +86,11 @@ void SchedulingLoop::on_cluster_object_event(ClusterObjectKind kind, const kube:
                    {{"kind", std::string(cluster_object_kind_name(kind))}, {"name", key}, {"error", st.message()}});
     }
   };
-  switch (event.type) {
-    case T::relisted: {
-      std::set<std::string> seen;
-      for (const auto& item : *event.items) {
-        seen.insert(object_key(kind, item));
-        upsert(item);
-      }
-      for (auto it = known.begin(); it != known.end();) {
-        if (seen.count(*it) == 0) {
-          remove_object(objs, kind, *it);
-          it = known.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      break;
-    }
-    case T::added:
-    case T::modified:
-      upsert(*event.object);
-      break;
-    case T::deleted: {
-      const std::string key = object_key(kind, *event.object);
-      known.erase(key);
-      remove_object(objs, kind, key);
-      break;
-    }
-    case T::bookmark:
-      return;
+  auto remove = [&](const std::string& key) { remove_object(objs, kind, key); };
+  if (kube::apply_keyed(event, known, key_of, upsert, remove)) {
+    queue_.move_all_to_active(options_.clock.steady());
+    wake();
   }
-  queue_.move_all_to_active(options_.clock.steady());
-  wake();
 }
 
 }  // namespace gpuslice::scheduler

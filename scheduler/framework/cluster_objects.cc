@@ -42,6 +42,17 @@ uint8_t access_modes(const json::object& spec) {
   return m;
 }
 
+// Erases `key` from a map with a transparent comparator; true when it was there.
+template <class Map>
+bool erase_key(Map& map, std::string_view key) {
+  auto it = map.find(key);
+  if (it == map.end()) {
+    return false;
+  }
+  map.erase(it);
+  return true;
+}
+
 Result<int64_t> storage_bytes(const json::object* resources, const char* key, const std::string& at) {
   if (resources == nullptr) {
     return int64_t{0};
@@ -79,12 +90,7 @@ Status ClusterObjects::upsert_namespace(const json::object& ns) {
 }
 
 bool ClusterObjects::remove_namespace(std::string_view name) {
-  auto it = namespaces_.find(name);
-  if (it == namespaces_.end()) {
-    return false;
-  }
-  namespaces_.erase(it);
-  return true;
+  return erase_key(namespaces_, name);
 }
 
 Status ClusterObjects::upsert_claim(const json::object& pvc) {
@@ -180,12 +186,7 @@ Status ClusterObjects::upsert_volume(const json::object& pv) {
 }
 
 bool ClusterObjects::remove_volume(std::string_view name) {
-  auto it = volumes_.find(name);
-  if (it == volumes_.end()) {
-    return false;
-  }
-  volumes_.erase(it);
-  return true;
+  return erase_key(volumes_, name);
 }
 
 Status ClusterObjects::upsert_storage_class(const json::object& sc) {
@@ -230,12 +231,7 @@ Status ClusterObjects::upsert_storage_class(const json::object& sc) {
 }
 
 bool ClusterObjects::remove_storage_class(std::string_view name) {
-  auto it = classes_.find(name);
-  if (it == classes_.end()) {
-    return false;
-  }
-  classes_.erase(it);
-  return true;
+  return erase_key(classes_, name);
 }
 
 Status ClusterObjects::upsert_csi_node(const json::object& csinode) {
@@ -263,12 +259,7 @@ Status ClusterObjects::upsert_csi_node(const json::object& csinode) {
 }
 
 bool ClusterObjects::remove_csi_node(std::string_view name) {
-  auto it = csi_nodes_.find(name);
-  if (it == csi_nodes_.end()) {
-    return false;
-  }
-  csi_nodes_.erase(it);
-  return true;
+  return erase_key(csi_nodes_, name);
 }
 
 const Labels* ClusterObjects::namespace_labels(std::string_view name) const {

@@ -50,75 +50,7 @@ use_tenant a
 section "device plugin emulation: pod shapes (tenant-a)"
 e2e_ns a "$NS" || { fail "device-plugin: namespace $NS" "kubectl create namespace failed"; exit 1; }
 
-kubectl -n "$NS" apply -f - >/dev/null 2>&1 <<'YAML'
-apiVersion: v1
-kind: Pod
-metadata: {name: single}
-spec:
-  terminationGracePeriodSeconds: 0
-  containers:
-  - name: cuda
-    image: nvidia/cuda:12.4.1-base-ubuntu22.04
-    resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 10000, nvidia.com/gpucores: 25}}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: multi}
-spec:
-  terminationGracePeriodSeconds: 0
-  containers:
-  - name: c0
-    image: nvidia/cuda:12.4.1-base-ubuntu22.04
-    resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 3000, nvidia.com/gpucores: 10}}
-  - name: plain
-    image: busybox:1.36
-  - name: c1
-    image: nvidia/cuda:12.4.1-base-ubuntu22.04
-    resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 4000, nvidia.com/gpucores: 20}}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: init-only}
-spec:
-  terminationGracePeriodSeconds: 0
-  initContainers:
-  - name: warmup
-    image: nvidia/cuda:12.4.1-base-ubuntu22.04
-    resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 2000, nvidia.com/gpucores: 15}}
-  containers:
-  - name: app
-    image: busybox:1.36
----
-apiVersion: v1
-kind: Pod
-metadata: {name: sidecar}
-spec:
-  terminationGracePeriodSeconds: 0
-  initContainers:
-  - name: proxy
-    image: busybox:1.36
-    restartPolicy: Always
-  - name: gpu-sidecar
-    image: nvidia/cuda:12.4.1-base-ubuntu22.04
-    restartPolicy: Always
-    resources: {limits: {nvidia.com/gpumem: 1000, nvidia.com/gpucores: 5}}
-  containers:
-  - name: log-shipper
-    image: busybox:1.36
-  - name: cuda
-    image: nvidia/cuda:12.4.1-base-ubuntu22.04
-    resources: {limits: {nvidia.com/gpumem: 5000}}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: percentage}
-spec:
-  terminationGracePeriodSeconds: 0
-  containers:
-  - name: cuda
-    image: nvidia/cuda:12.4.1-base-ubuntu22.04
-    resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem-percentage: 25, nvidia.com/gpucores: 20}}
-YAML
+kubectl -n "$NS" apply -f "$(dirname "$0")/manifests/device_plugin_shapes.yaml" >/dev/null 2>&1
 
 expect "$NS" single "device-plugin: single container gets its slice" \
   "cuda CUDA_DEVICE_MEMORY_LIMIT_0 10000m" "cuda CUDA_DEVICE_SM_LIMIT 25"
@@ -246,17 +178,7 @@ fi
 section "multi-card pod (tenant-b, two L4 per node)"
 use_tenant b
 e2e_ns b "$NS" || fail "device-plugin: namespace $NS (tenant-b)" "kubectl create namespace failed"
-kubectl -n "$NS" apply -f - >/dev/null 2>&1 <<'YAML'
-apiVersion: v1
-kind: Pod
-metadata: {name: two-cards}
-spec:
-  terminationGracePeriodSeconds: 0
-  containers:
-  - name: cuda
-    image: nvidia/cuda:12.4.1-base-ubuntu22.04
-    resources: {limits: {nvidia.com/gpu: 2, nvidia.com/gpumem: 1000, nvidia.com/gpucores: 10}}
-YAML
+kubectl -n "$NS" apply -f "$(dirname "$0")/manifests/device_plugin_two_cards.yaml" >/dev/null 2>&1
 expect "$NS" two-cards "device-plugin: two cards, one limit per card" \
   "cuda CUDA_DEVICE_MEMORY_LIMIT_0 1000m" "cuda CUDA_DEVICE_MEMORY_LIMIT_1 1000m" "cuda CUDA_DEVICE_SM_LIMIT 10"
 want="$(uuid_of "$NS" two-cards 1),$(uuid_of "$NS" two-cards 2)"

@@ -10,31 +10,14 @@ source "$(dirname "$0")/lib.sh"
 NS=e2e-diff
 NODES=(diff-0 diff-1 diff-2 diff-3 diff-4)
 ZONES=(z1 z1 z2 z2 z3)
-kca() { kubectl --kubeconfig "$(tenant_dir a)/admin.kubeconfig" "$@"; }
-kcb() { kubectl --kubeconfig "$(tenant_dir b)/admin.kubeconfig" "$@"; }
 started_sched=0
-cleanup() {
-  local k
-  for k in kca kcb; do
-    $k -n "$NS" delete pods --all --grace-period=0 --force --wait=false >/dev/null 2>&1
-    $k delete namespace "$NS" --wait=false >/dev/null 2>&1
-    $k delete node "${NODES[@]}" --wait=false >/dev/null 2>&1
-  done
-  ((started_sched)) && "$LAB" stop b kube-scheduler >/dev/null 2>&1
-  ns_gone() { ! $1 get namespace "$NS" >/dev/null 2>&1; }
-  wait_for 60 ns_gone kca
-  wait_for 60 ns_gone kcb
-}
+cleanup() { twin_cleanup "$NS" "$started_sched" - "${NODES[@]}"; }
 trap cleanup EXIT
 
 # shellcheck source=lab/nodes.sh
 source "$(dirname "$0")/../../lab/nodes.sh"
 diff_node() {  # diff_node NAME ZONE: 4 x A100-80GB (lab/nodes.sh), in zone ZONE, labelled for this test only
-  local reg="" j
-  for j in 0 1 2 3; do
-    reg+="${reg:+,}{\"id\":\"GPU-$1-$j\",\"index\":$j,\"count\":10,\"devmem\":81920,\"devcore\":100,\"type\":\"NVIDIA A100-SXM4-80GB\",\"mode\":\"hami-core\",\"health\":true}"
-  done
-  kwok_node "$1" "[$reg]" 40 64 512Gi "topology.kubernetes.io/zone: $2, gpuslice.io/diff: \"yes\""
+  kwok_node "$1" "$(a100_register "GPU-$1")" 40 64 512Gi "topology.kubernetes.io/zone: $2, gpuslice.io/diff: \"yes\""
 }
 
 section "differential: gpuslice (tenant-a) vs upstream kube-scheduler (tenant-b), seeded pods, independent checker"

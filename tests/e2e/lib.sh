@@ -301,3 +301,24 @@ scheduled_by() {
   kubectl -n "$1" get events.events.k8s.io -o json 2>/dev/null | jq -r --arg n "$2" \
     '[.items[] | select(.regarding.name == $n and .reason == "Scheduled") | .reportingInstance][0] // ""'
 }
+
+# Tests that run the same pods in tenant-a (gpuslice) and tenant-b (upstream kube-scheduler, the judge).
+kca() { kubectl --kubeconfig "$(tenant_dir a)/admin.kubeconfig" "$@"; }
+kcb() { kubectl --kubeconfig "$(tenant_dir b)/admin.kubeconfig" "$@"; }
+# twin_cleanup NS STARTED_SCHED [EXTRA_FN] NODE...: in both tenants, force-deletes the pods of NS, NS itself and
+# the NODEs, runs EXTRA_FN with kca or kcb (more objects of the test) when it is not "-", stops tenant-b's
+# kube-scheduler when STARTED_SCHED is 1, then waits (60 s at most) for NS to be gone in both.
+twin_cleanup() {
+  local ns=$1 started=$2 extra=$3 k
+  shift 3
+  for k in kca kcb; do
+    $k -n "$ns" delete pods --all --grace-period=0 --force --wait=false >/dev/null 2>&1
+    $k delete namespace "$ns" --wait=false >/dev/null 2>&1
+    [[ $extra != - ]] && "$extra" "$k"
+    (($#)) && $k delete node "$@" --wait=false >/dev/null 2>&1
+  done
+  ((started)) && "$LAB" stop b kube-scheduler >/dev/null 2>&1
+  twin_ns_gone() { ! $1 get namespace "$2" >/dev/null 2>&1; }
+  wait_for 60 twin_ns_gone kca "$ns"
+  wait_for 60 twin_ns_gone kcb "$ns"
+}

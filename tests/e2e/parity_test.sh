@@ -16,31 +16,19 @@ source "$(dirname "$0")/lib.sh"
 NS=e2e-parity
 NODES=(parity-0 parity-1)
 
-kca() { kubectl --kubeconfig "$(tenant_dir a)/admin.kubeconfig" "$@"; }
-kcb() { kubectl --kubeconfig "$(tenant_dir b)/admin.kubeconfig" "$@"; }
 started_sched=0
-cleanup() {
-  local k
-  for k in kca kcb; do
-    $k -n "$NS" delete pods --all --grace-period=0 --force --wait=false >/dev/null 2>&1
-    $k delete namespace "$NS" --wait=false >/dev/null 2>&1
-    $k delete pv parity-local "parity-wffc-$k" --wait=false >/dev/null 2>&1
-    $k delete storageclass parity-wffc --wait=false >/dev/null 2>&1
-    $k delete node "${NODES[@]}" --wait=false >/dev/null 2>&1
-  done
-  ((started_sched)) && "$LAB" stop b kube-scheduler >/dev/null 2>&1
-  ns_gone() { ! $1 get namespace "$NS" >/dev/null 2>&1; }
-  wait_for 60 ns_gone kca
-  wait_for 60 ns_gone kcb
+parity_extra() {  # parity_extra kca|kcb: the volumes and storage class of this test
+  $1 delete pv parity-local "parity-wffc-$1" --wait=false >/dev/null 2>&1
+  $1 delete storageclass parity-wffc --wait=false >/dev/null 2>&1
 }
+cleanup() { twin_cleanup "$NS" "$started_sched" parity_extra "${NODES[@]}"; }
 trap cleanup EXIT
 
 # test_node NAME: a kwok GPU node (one A100-80GB, lab/nodes.sh), labelled for this test only.
 # shellcheck source=lab/nodes.sh
 source "$(dirname "$0")/../../lab/nodes.sh"
 test_node() {
-  kwok_node "$1" '[{"id":"GPU-'"$1"'-0","count":10,"devmem":81920,"devcore":100,"type":"NVIDIA A100-SXM4-80GB","mode":"hami-core","health":true}]' \
-    10 32 256Gi 'gpuslice.io/parity: "yes"'
+  kwok_node "$1" "$(a100_register "GPU-$1" 1)" 10 32 256Gi 'gpuslice.io/parity: "yes"'
 }
 
 # test_pod KIND NAME LABEL EXTRA_SPEC PORTS_YAML: KIND gpu (1 GPU, 4000 MiB, 10 %) or cpu (the twin: 100m CPU).

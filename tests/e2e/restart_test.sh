@@ -25,12 +25,8 @@ trap cleanup EXIT
 section "kill -9 of gpuslice mid-burst, restart, check from the API (tenant-a)"
 e2e_ns a "$NS" || { fail "restart: namespace $NS" "kubectl create namespace failed"; exit 1; }
 for n in "${NODES[@]}"; do
-  reg=""
-  for j in 0 1 2 3; do
-    reg+="${reg:+,}{\"id\":\"GPU-$n-$j\",\"index\":$j,\"count\":10,\"devmem\":81920,\"devcore\":100,\"type\":\"NVIDIA A100-SXM4-80GB\",\"mode\":\"hami-core\",\"health\":true}"
-  done
   kubectl delete node "$n" --ignore-not-found >/dev/null 2>&1
-  kwok_node "$n" "[$reg]" 40 64 512Gi "gpuslice.io/e2e: restart" |
+  kwok_node "$n" "$(a100_register "GPU-$n")" 40 64 512Gi "gpuslice.io/e2e: restart" |
     kubectl create -f - >/dev/null || { fail "restart: node $n" "kubectl create node failed"; exit 1; }
 done
 node_ready() { [[ $(kubectl get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]; }

@@ -12,6 +12,28 @@
 # Needs ~/.cache/gpuslice-lab/bin (lab/build-tools.sh) and build/loop/cmd/gpuslice (or G=path).
 set -u
 L=${LOOPLAB:-/tmp/looplab}
+
+# check_api: from final.json / final-nodes.json (the API's pods and nodes): every pod bound, vgpu-node equal to
+# its node, no card over-booked (81920 MiB, 100 cores), no node lock left.
+check_api() {
+python3 - <<'PY'
+import json, collections
+pods=json.load(open('final.json'))['items']
+use=collections.defaultdict(lambda:[0,0]); bad=[]
+for p in pods:
+    a=p['metadata'].get('annotations',{}); node=p['spec'].get('nodeName')
+    if not node: bad.append(p['metadata']['name']+' unbound'); continue
+    if a.get('hami.io/vgpu-node')!=node: bad.append(p['metadata']['name']+' vgpu-node %s != %s'%(a.get('hami.io/vgpu-node'),node))
+    for slot in a.get('hami.io/vgpu-devices-allocated','').split(';'):
+        for d in slot.split(':'):
+            if ',' in d:
+                u,_,m,c=d.split(','); use[u][0]+=int(m); use[u][1]+=int(c)
+over=[(u,m,c) for u,(m,c) in use.items() if m>81920 or c>100]
+locks=[n['metadata']['name'] for n in json.load(open('final-nodes.json'))['items'] if 'hami.io/mutex.lock' in n['metadata'].get('annotations',{})]
+print('pods',len(pods),'cards used',len(use),'over-booked cards',over,'problems',bad[:5],'locks left',locks)
+PY
+}
+
 export G=${G:-$(cd "$(dirname "$0")/../.." && pwd)/build/loop/cmd/gpuslice}
 mkdir -p "$L" && cd "$L"
 cmd=${1:-}; shift || true
@@ -119,22 +141,7 @@ done
 echo "after restart: $n/$N bound"
 $K get pods -n bench -o json > final.json
 $K get nodes -o json > final-nodes.json
-python3 - <<'PY'
-import json, collections
-pods=json.load(open('final.json'))['items']
-use=collections.defaultdict(lambda:[0,0]); bad=[]
-for p in pods:
-    a=p['metadata'].get('annotations',{}); node=p['spec'].get('nodeName')
-    if not node: bad.append(p['metadata']['name']+' unbound'); continue
-    if a.get('hami.io/vgpu-node')!=node: bad.append(p['metadata']['name']+' vgpu-node %s != %s'%(a.get('hami.io/vgpu-node'),node))
-    for slot in a.get('hami.io/vgpu-devices-allocated','').split(';'):
-        for d in slot.split(':'):
-            if ',' in d:
-                u,_,m,c=d.split(','); use[u][0]+=int(m); use[u][1]+=int(c)
-over=[(u,m,c) for u,(m,c) in use.items() if m>81920 or c>100]
-locks=[n['metadata']['name'] for n in json.load(open('final-nodes.json'))['items'] if 'hami.io/mutex.lock' in n['metadata'].get('annotations',{})]
-print('pods',len(pods),'cards used',len(use),'over-booked cards',over,'problems',bad[:5],'locks left',locks)
-PY
+check_api
   ;;
 failover)
 export KUBECONFIG=$L/admin.kubeconfig K=~/.cache/gpuslice-lab/bin/kubectl G=${G:-/work/main/build/loop/cmd/gpuslice}
@@ -162,22 +169,7 @@ wait $cpid; N=$(python3 -c "import json;print(len(json.load(open('podsN.json'))[
 for i in $(seq 300); do n=$($K get pods -n bench --field-selector spec.nodeName!= -o name | wc -l); [[ $n -ge $N ]] && break; sleep 1; done
 echo "bound $n/$N, $(( $(date +%s) - t0 )) s after the kill"
 $K get pods -n bench -o json > final.json; $K get nodes -o json > final-nodes.json
-python3 - <<'PY'
-import json, collections
-pods=json.load(open('final.json'))['items']
-use=collections.defaultdict(lambda:[0,0]); bad=[]
-for p in pods:
-    a=p['metadata'].get('annotations',{}); node=p['spec'].get('nodeName')
-    if not node: bad.append(p['metadata']['name']+' unbound'); continue
-    if a.get('hami.io/vgpu-node')!=node: bad.append(p['metadata']['name']+' vgpu-node mismatch')
-    for slot in a.get('hami.io/vgpu-devices-allocated','').split(';'):
-        for d in slot.split(':'):
-            if ',' in d:
-                u,_,m,c=d.split(','); use[u][0]+=int(m); use[u][1]+=int(c)
-over=[(u,m,c) for u,(m,c) in use.items() if m>81920 or c>100]
-locks=[n['metadata']['name'] for n in json.load(open('final-nodes.json'))['items'] if 'hami.io/mutex.lock' in n['metadata'].get('annotations',{})]
-print('pods',len(pods),'over-booked cards',over,'problems',bad[:5],'locks left',locks)
-PY
+check_api
 kill $(cat serve$other.pid)
   ;;
 *) sed -n 2,15p "$0"; exit 2 ;;

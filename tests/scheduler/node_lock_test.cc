@@ -167,31 +167,33 @@ TEST_CASE("pod brief: uid, nodeName, vgpu-node, bind-phase and phase; absent or 
 }
 
 TEST_CASE("lock owner: only what is provable frees a lock; any unbound owner may be mid-bind", "[node_lock]") {
-  PodBrief waiting{"u", "gpu-0", "gpu-0", "allocating", "Pending"};
-  CHECK(classify_lock_owner(waiting, "gpu-0", false) == LockOwnerState::active);
-  PodBrief unbound{"u", "", "gpu-0", "allocating", "Pending"};
-  CHECK(classify_lock_owner(unbound, "gpu-0", false) == LockOwnerState::active);
-  // Not bound yet: active whatever its annotations say (HAMi's scheduler locks before it writes bind-phase, so
-  // its owner mid-bind has no bind-phase, or a stale one from an earlier attempt).
-  PodBrief elsewhere{"u", "", "gpu-1", "allocating", "Pending"};
-  CHECK(classify_lock_owner(elsewhere, "gpu-0", false) == LockOwnerState::active);
-  PodBrief hami_mid_bind{"u", "", "gpu-0", "", "Pending"};
-  CHECK(classify_lock_owner(hami_mid_bind, "gpu-0", false) == LockOwnerState::active);
-  PodBrief hami_retry{"u", "", "gpu-0", "failed", "Pending"};
-  CHECK(classify_lock_owner(hami_retry, "gpu-0", false) == LockOwnerState::active);
-  // Bound: a pod is bound once, so bound elsewhere or finished allocating here can never use this lock.
-  PodBrief bound_elsewhere{"u", "gpu-1", "gpu-0", "allocating", "Pending"};
-  CHECK(classify_lock_owner(bound_elsewhere, "gpu-0", false) == LockOwnerState::allocation_over);
-  PodBrief done{"u", "gpu-0", "gpu-0", "success", "Running"};
-  CHECK(classify_lock_owner(done, "gpu-0", false) == LockOwnerState::allocation_over);
-  CHECK(classify_lock_owner(done, "gpu-0", true) == LockOwnerState::active);
-  PodBrief rejected{"u", "gpu-0", "gpu-0", "failed", "Pending"};
-  CHECK(classify_lock_owner(rejected, "gpu-0", false) == LockOwnerState::allocation_over);
-  PodBrief bound_no_phase{"u", "gpu-0", "", "", "Pending"};
-  CHECK(classify_lock_owner(bound_no_phase, "gpu-0", false) == LockOwnerState::active);
-  PodBrief succeeded{"u", "gpu-0", "gpu-0", "allocating", "Succeeded"};
-  CHECK(classify_lock_owner(succeeded, "gpu-0", false) == LockOwnerState::finished);
-  PodBrief failed{"u", "gpu-0", "gpu-0", "allocating", "Failed"};
-  CHECK(classify_lock_owner(failed, "gpu-0", false) == LockOwnerState::finished);
-  CHECK(classify_lock_owner(std::nullopt, "gpu-0", false) == LockOwnerState::deleted);
+  using S = LockOwnerState;
+  struct Case {
+    const char* what;
+    PodBrief owner;  // uid, nodeName, vgpu-node, bind-phase, phase
+    bool binding_now;
+    S want;
+  };
+  const Case cases[] = {
+      {"bound here, waiting for Allocate", {"u", "gpu-0", "gpu-0", "allocating", "Pending"}, false, S::active},
+      {"unbound, allocating here", {"u", "", "gpu-0", "allocating", "Pending"}, false, S::active},
+      // Not bound yet: active whatever its annotations say (HAMi's scheduler locks before it writes bind-phase,
+      // so its owner mid-bind has no bind-phase, or a stale one from an earlier attempt).
+      {"unbound, annotated for another node", {"u", "", "gpu-1", "allocating", "Pending"}, false, S::active},
+      {"unbound, HAMi mid-bind (no bind-phase)", {"u", "", "gpu-0", "", "Pending"}, false, S::active},
+      {"unbound, HAMi retrying (old failed)", {"u", "", "gpu-0", "failed", "Pending"}, false, S::active},
+      // Bound: a pod is bound once, so bound elsewhere or finished allocating here can never use this lock.
+      {"bound elsewhere", {"u", "gpu-1", "gpu-0", "allocating", "Pending"}, false, S::allocation_over},
+      {"bound here, allocation succeeded", {"u", "gpu-0", "gpu-0", "success", "Running"}, false, S::allocation_over},
+      {"being bound by us", {"u", "gpu-0", "gpu-0", "success", "Running"}, true, S::active},
+      {"bound here, allocation failed", {"u", "gpu-0", "gpu-0", "failed", "Pending"}, false, S::allocation_over},
+      {"bound here, no bind-phase yet", {"u", "gpu-0", "", "", "Pending"}, false, S::active},
+      {"Succeeded", {"u", "gpu-0", "gpu-0", "allocating", "Succeeded"}, false, S::finished},
+      {"Failed", {"u", "gpu-0", "gpu-0", "allocating", "Failed"}, false, S::finished},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    CHECK(classify_lock_owner(c.owner, "gpu-0", c.binding_now) == c.want);
+  }
+  CHECK(classify_lock_owner(std::nullopt, "gpu-0", false) == S::deleted);
 }

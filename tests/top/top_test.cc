@@ -10,6 +10,8 @@
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
+#include "tests/support/process.h"
+
 #include <fstream>
 #include <sstream>
 
@@ -21,10 +23,7 @@ namespace json = boost::json;
 namespace {
 
 std::string read(const std::string& rel) {
-  std::ifstream in(std::string(GPUSLICE_SOURCE_DIR) + "/" + rel);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return gpuslice::testing::slurp(std::string(GPUSLICE_SOURCE_DIR) + "/" + rel);
 }
 
 /// The Node and Pod objects as the API server holds them after the seed scenario: the webhook set

@@ -69,6 +69,12 @@ std::string fit_fingerprint(const boost::json::object& node) {
   return boost::json::serialize(fp);
 }
 
+// True when the pod carries any of HAMi's scheduler-owned annotations (kSchedulerOwnedAnnotations).
+bool carries_owned_annotations(const boost::json::object& pod) {
+  return std::any_of(std::begin(kSchedulerOwnedAnnotations), std::end(kSchedulerOwnedAnnotations),
+                     [&](std::string_view k) { return annotation(pod, k).has_value(); });
+}
+
 }  // namespace
 
 // ---- the loop ------------------------------------------------------------------------------------------------
@@ -275,9 +281,7 @@ void SchedulingLoop::apply_pod(const boost::json::object& pod, bool deleted) {
 }
 
 void SchedulingLoop::scrub_owned_annotations(const PodKey& key, const boost::json::object& pod) {
-  const bool carries = std::any_of(std::begin(kSchedulerOwnedAnnotations), std::end(kSchedulerOwnedAnnotations),
-                                   [&](std::string_view k) { return annotation(pod, k).has_value(); });
-  if (!carries || !scrubbing_.insert(key).second) {
+  if (!carries_owned_annotations(pod) || !scrubbing_.insert(key).second) {
     return;
   }
   // A pending pod that stays Pending must not keep an allocation: HAMi's accounting (and anything reading the
@@ -300,7 +304,7 @@ Status SchedulingLoop::count_pod(const PodKey& key, const boost::json::object& p
   const bool unbound_ours = string_at_pointer(pod, "/spec/nodeName").empty() &&
                             string_at_pointer(pod, "/spec/schedulerName") == options_.scheduler_name &&
                             !binders_.count(key) && !recent_binds_.count(key);
-  if (!unbound_ours) {
+  if (!unbound_ours || !carries_owned_annotations(pod)) {
     return snapshot_.upsert_pod(pod);
   }
   // A pending pod of ours that we are not binding holds nothing: allocation annotations on it were written by its
@@ -498,9 +502,7 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
   // Every pod with a device entry: kubelet calls Allocate for init containers too, and the plugin finds the pod
   // through the lock first (HAMi v2.10 skips the lock for init-only pods, #2640, leaving them to the fallback).
   b->needs_lock = options_.scheduler.node_lock == "hami" && info->gpu.any();
-  for (std::string_view k : kSchedulerOwnedAnnotations) {
-    b->scrub_owned = b->scrub_owned || annotation(pod, k).has_value();
-  }
+  b->scrub_owned = carries_owned_annotations(pod);
   b->info = std::move(*info);
   b->decision = std::move(d);
   b->resource_version = kube::resource_version_of(pod);

@@ -274,6 +274,16 @@ Result<Configuration> parse_configuration(std::string_view yaml_text) {
                      {"kubeBurst", [&](N m, P q) { return w.integer(m, q, s.kube_burst, 1, 100000); }},
                      {"kubeTimeout", [&](N m, P q) { return w.duration(m, q, s.kube_timeout); }},
                      {"maxBackoff", [&](N m, P q) { return w.duration(m, q, s.max_backoff); }},
+                     {"preemption",
+                      [&](N m, P q) {
+                        return w.mapping(
+                            m, q,
+                            {
+                                {"enabled", [&](N x, P r) { return w.boolean(x, r, s.preemption.enabled); }},
+                                {"maxInFlight",
+                                 [&](N x, P r) { return w.integer(x, r, s.preemption.max_in_flight, 1, 10000); }},
+                            });
+                      }},
                      {"leaderElection",
                       [&](N m, P q) {
                         return w.mapping(

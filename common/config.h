@@ -63,6 +63,12 @@ struct LeaderElectionConfig {
   std::chrono::milliseconds retry_period{2000};
 };
 
+/// Priority preemption of this scheduler profile (scheduler/preemption.h): kube-scheduler's DefaultPreemption.
+struct PreemptionConfig {
+  bool enabled = true;     ///< false: a pod that fits nowhere stays Pending, as with DefaultPreemption disabled
+  int max_in_flight = 16;  ///< nominations whose victims are still going away; more preemptors wait
+};
+
 struct SchedulerConfig {
   bool enabled = true;
   std::string node_scheduler_policy = "binpack";  ///< binpack | spread
@@ -75,6 +81,7 @@ struct SchedulerConfig {
   std::chrono::milliseconds kube_timeout{10000};
   std::chrono::milliseconds max_backoff{10000};
   LeaderElectionConfig leader_election;
+  PreemptionConfig preemption;
 };
 
 struct ServerConfig {

@@ -854,6 +854,30 @@ Status Snapshot::assume(const PodInfo& pod, std::string_view node, const PodDevi
   return Status::Ok();
 }
 
+Status Snapshot::nominate(const PodInfo& pod, std::string_view node, const PodDevices& devices, int64_t now_unix) {
+  if (auto st = assume(pod, node, devices, now_unix); !st) {
+    return st;
+  }
+  pods_.find(pod.key())->second.nominated = true;
+  return Status::Ok();
+}
+
+std::optional<PodRecord> Snapshot::detach_pod(std::string_view ns, std::string_view name) {
+  std::string key = std::string(ns) + "/" + std::string(name);
+  auto it = pods_.find(key);
+  if (it == pods_.end()) {
+    return std::nullopt;
+  }
+  PodRecord rec = it->second;
+  erase(key);
+  return rec;
+}
+
+void Snapshot::restore_pod(PodRecord rec) {
+  std::string key = rec.ns + "/" + rec.name;
+  store(std::move(key), std::move(rec));
+}
+
 bool Snapshot::forget(std::string_view ns, std::string_view name) {
   std::string key = std::string(ns) + "/" + std::string(name);
   auto it = pods_.find(key);
@@ -866,7 +890,7 @@ bool Snapshot::forget(std::string_view ns, std::string_view name) {
 std::vector<std::string> Snapshot::expire_assumed(int64_t now_unix, int64_t ttl_seconds) {
   std::vector<std::string> expired;
   for (const auto& [key, rec] : pods_) {
-    if (rec.assumed && now_unix - rec.assumed_at_unix > ttl_seconds) {
+    if (rec.assumed && !rec.nominated && now_unix - rec.assumed_at_unix > ttl_seconds) {
       expired.push_back(key);
     }
   }

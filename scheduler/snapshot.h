@@ -127,7 +127,10 @@ struct PodRecord {
   std::vector<std::string> containers;  ///< container names per slot (init first), when the spec was seen
   size_t init_slots = 0;
   bool init_done = false;  ///< all init containers exited 0: init usage no longer counts
-  bool assumed = false;    ///< recorded by assume(), not yet confirmed by a watch event
+  bool assumed = false;    ///< recorded by assume() or nominate(), not yet confirmed by a watch event
+  /// Recorded by nominate(): capacity held for a preemptor while its victims terminate (also `assumed`, so a
+  /// watch event of the still-pending pod keeps it; never expired by expire_assumed, never a victim).
+  bool nominated = false;
   int64_t assumed_at_unix = 0;
   QuotaAmounts quota;  ///< this pod's charge against its namespace quota
   /// What the default plugins read (labels, terms, ports, volumes); shared, never null.
@@ -188,8 +191,18 @@ class Snapshot {
   Status assume(const PodInfo& pod, std::string_view node, const PodDevices& devices, int64_t now_unix);
   /// Drops an assumption (bind failed). False when the pod is not assumed (confirmed records stay).
   bool forget(std::string_view ns, std::string_view name);
-  /// Drops assumptions older than ttl_seconds; returns their "ns/name" keys, sorted.
+  /// Drops assumptions older than ttl_seconds; returns their "ns/name" keys, sorted. Nominations stay (their
+  /// owner, the loop, drops them when the pod binds, goes away or loses its nomination).
   std::vector<std::string> expire_assumed(int64_t now_unix, int64_t ttl_seconds);
+  /// Holds `devices` on `node` for a preemptor (kube-scheduler's nominator): counted like assume(), marked
+  /// `nominated`. Unknown node: an error, nothing recorded. forget()/remove_pod() drop it.
+  Status nominate(const PodInfo& pod, std::string_view node, const PodDevices& devices, int64_t now_unix);
+
+  // ---- What-if (preemption's dry run; scheduler/preemption.h) ----
+  /// Takes a pod's record out (its usage no longer counts) and returns it; nullopt when unknown.
+  std::optional<PodRecord> detach_pod(std::string_view ns, std::string_view name);
+  /// Puts a record taken by detach_pod() back, exactly as it was (replacing any record of that pod).
+  void restore_pod(PodRecord rec);
 
   // ---- Reading ----
   const DeviceConfig& devices() const { return devices_; }

@@ -5,6 +5,9 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
+#include <climits>
+
 // Fields as k8s.io/api core/v1 (PersistentVolumeClaim, PersistentVolume), storage/v1 (StorageClass, CSINode)
 // define them; which ones matter follows kube-scheduler's volumebinding/binder.go, volumezone/volume_zone.go and
 // nodevolumelimits/csi.go.
@@ -265,6 +268,56 @@ bool ClusterObjects::remove_csi_node(std::string_view name) {
 const Labels* ClusterObjects::namespace_labels(std::string_view name) const {
   auto it = namespaces_.find(name);
   return it == namespaces_.end() ? nullptr : &it->second;
+}
+
+bool DisruptionBudgetInfo::covers(std::string_view pod_ns, const Labels& labels) const {
+  // LabelSelectorAsSelector of nil is Nothing, of {} is Everything; upstream skips both ("selector.Empty()").
+  if (pod_ns != ns || selector.nothing || selector.requirements.empty() || labels.empty()) {
+    return false;
+  }
+  return selector.matches(labels);
+}
+
+Status ClusterObjects::upsert_disruption_budget(const json::object& pdb) {
+  const std::string name = name_of(pdb);
+  if (name.empty()) {
+    return make_error("poddisruptionbudget: metadata.name: missing");
+  }
+  DisruptionBudgetInfo b;
+  b.ns = ns_of(pdb);
+  b.name = name;
+  const std::string key = b.ns + "/" + name;
+  budgets_.erase(key);
+  const std::string at = "poddisruptionbudget " + key;
+  if (const json::object* spec = object_at(pdb, "spec")) {
+    if (const json::object* sel = object_at(*spec, "selector")) {
+      auto parsed = parse_label_selector(*sel, "spec.selector");
+      if (!parsed) {
+        return make_error(at + ": " + parsed.message());
+      }
+      b.selector = std::move(parsed.value());
+    }
+  }
+  if (const json::object* status = object_at(pdb, "status")) {
+    if (const json::value* a = status->if_contains("disruptionsAllowed"); a != nullptr && !a->is_null()) {
+      if (!a->is_int64() || a->get_int64() < INT32_MIN || a->get_int64() > INT32_MAX) {
+        return make_error(at + ": status.disruptionsAllowed: " + json::serialize(*a) + " is not an int32");
+      }
+      b.disruptions_allowed = static_cast<int32_t>(a->get_int64());
+    }
+    if (const json::object* d = object_at(*status, "disruptedPods")) {
+      for (const auto& kv : *d) {
+        b.disrupted_pods.emplace_back(kv.key());
+      }
+      std::sort(b.disrupted_pods.begin(), b.disrupted_pods.end());
+    }
+  }
+  budgets_.emplace(key, std::move(b));
+  return Status::Ok();
+}
+
+bool ClusterObjects::remove_disruption_budget(std::string_view ns, std::string_view name) {
+  return budgets_.erase(std::string(ns) + "/" + std::string(name)) != 0;
 }
 
 const ClaimInfo* ClusterObjects::find_claim(std::string_view ns, std::string_view name) const {

@@ -65,6 +65,19 @@ struct StorageClassInfo {
   std::vector<std::vector<TopologySelectorRequirement>> allowed_topologies;  ///< terms ORed, requirements ANDed
 };
 
+/// A policy/v1 PodDisruptionBudget as preemption reads it (kube-scheduler's filterPodsWithPDBViolation):
+/// the selector, status.disruptionsAllowed and the pods the API server already counts as disrupted.
+struct DisruptionBudgetInfo {
+  std::string ns;
+  std::string name;
+  LabelSelector selector;  ///< nil or empty (`{}`): matches no pod, as upstream
+  int32_t disruptions_allowed = 0;
+  std::vector<std::string> disrupted_pods;  ///< status.disruptedPods keys (pod names), sorted
+
+  /// Whether the budget counts `labels` of a pod in `ns`.
+  bool covers(std::string_view ns, const Labels& labels) const;
+};
+
 /// The annotation VolumeBinding writes on a WaitForFirstConsumer claim for the provisioner.
 inline constexpr std::string_view kSelectedNodeAnnotation = "volume.kubernetes.io/selected-node";
 
@@ -84,6 +97,9 @@ class ClusterObjects {
   Status upsert_csi_node(const boost::json::object& csinode);
   bool remove_csi_node(std::string_view name);
 
+  Status upsert_disruption_budget(const boost::json::object& pdb);
+  bool remove_disruption_budget(std::string_view ns, std::string_view name);
+
   const Labels* namespace_labels(std::string_view name) const;
   const ClaimInfo* find_claim(std::string_view ns, std::string_view name) const;
   const VolumeInfo* find_volume(std::string_view name) const;
@@ -92,6 +108,9 @@ class ClusterObjects {
   const std::map<std::string, int64_t, std::less<>>* csi_limits(std::string_view node) const;
   const std::map<std::string, Labels, std::less<>>& namespaces() const { return namespaces_; }
   const std::map<std::string, VolumeInfo, std::less<>>& volumes() const { return volumes_; }
+
+  /// "ns/name" -> budget.
+  const std::map<std::string, DisruptionBudgetInfo, std::less<>>& disruption_budgets() const { return budgets_; }
 
   size_t claim_count() const { return claims_.size(); }
   size_t volume_count() const { return volumes_.size(); }
@@ -102,6 +121,7 @@ class ClusterObjects {
   std::map<std::string, VolumeInfo, std::less<>> volumes_;
   std::map<std::string, StorageClassInfo, std::less<>> classes_;
   std::map<std::string, std::map<std::string, int64_t, std::less<>>, std::less<>> csi_nodes_;
+  std::map<std::string, DisruptionBudgetInfo, std::less<>> budgets_;  ///< "ns/name"
 };
 
 }  // namespace gpuslice::scheduler

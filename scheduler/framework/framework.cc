@@ -210,4 +210,44 @@ Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const Schedule
   return d;
 }
 
+Framework::NodeCheck Framework::check_node(const Snapshot& snap, const PodInfo& pod, const ScheduleOptions& options,
+                                           const NodeState& node) const {
+  NodeCheck out;
+  out.decision.nodes_total = snap.node_count();
+  const PodFacts& facts = pod.facts ? *pod.facts : *empty_pod_facts();
+  CycleContext ctx{snap, pod, facts, options, options.explain_failures};
+  CycleState state(plugins_.size());
+  for (const auto& p : plugins_) {
+    PluginStatus st = p->pre_filter(ctx, state);
+    if (st.code == Code::skip) {
+      state.set_skip_filter(p->slot, true);
+      continue;
+    }
+    if (!st.ok()) {
+      out.status = std::move(st);
+      return out;
+    }
+  }
+  for (const auto& p : plugins_) {
+    if (state.skip_filter(p->slot)) {
+      continue;
+    }
+    PluginStatus st = p->filter(ctx, state, node);
+    if (!st.ok()) {
+      out.status = std::move(st);
+      return out;
+    }
+  }
+  out.decision.scheduled = true;
+  out.decision.node = node.name;
+  out.decision.node_score = node.score;
+  out.decision.nodes_visited = 1;
+  for (const auto& p : plugins_) {
+    if (!state.skip_filter(p->slot)) {
+      p->reserve(ctx, state, node, out.decision);
+    }
+  }
+  return out;
+}
+
 }  // namespace gpuslice::scheduler::framework

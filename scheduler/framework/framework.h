@@ -136,6 +136,16 @@ class Framework {
 
   Decision run(const Snapshot& snapshot, const PodInfo& pod, const ScheduleOptions& options) const;
 
+  /// One node alone: PreFilter, every Filter on `node`, then Reserve when it passes (decision.devices are the
+  /// cards it would take). kube-scheduler's RunFilterPluginsWithNominatedPods as preemption's dry run calls it
+  /// (scheduler/preemption.h); `status` is the first rejection, a PreFilter one included.
+  struct NodeCheck {
+    PluginStatus status;
+    Decision decision;
+  };
+  NodeCheck check_node(const Snapshot& snapshot, const PodInfo& pod, const ScheduleOptions& options,
+                       const NodeState& node) const;
+
   const std::vector<std::unique_ptr<Plugin>>& plugins() const { return plugins_; }
   const Plugin* find(std::string_view name) const;
 

@@ -1,10 +1,13 @@
 #include "scheduler/framework/pod_facts.h"
 
 #include "common/json_access.h"
+#include "common/rfc3339.h"
 
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <climits>
 
 // Field semantics follow k8s.io/api core/v1 (PodAffinityTerm, TopologySpreadConstraint, ContainerPort, Volume)
 // and kube-scheduler's readers of them: pkg/scheduler/framework/types.go (AffinityTerm, getPodAffinityTerms),
@@ -240,10 +243,36 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
     }
     const json::value* del = meta->if_contains("deletionTimestamp");
     f.terminating = del != nullptr && !del->is_null();
+    f.uid = string_at(*meta, "uid");
+  }
+  if (const json::object* status = object_at(pod, "status")) {
+    if (std::string st = string_at(*status, "startTime"); !st.empty()) {
+      if (auto t = parse_rfc3339(st); t.ok()) {
+        f.start_unix = std::chrono::duration_cast<std::chrono::seconds>(t.value().time_since_epoch()).count();
+      }
+    }
+    f.nominated_node = string_at(*status, "nominatedNodeName");
+    if (const json::array* conds = array_at(*status, "conditions")) {
+      for (const json::value& cv : *conds) {
+        const json::object* c = cv.is_object() ? &cv.get_object() : nullptr;
+        if (c != nullptr && string_at(*c, "type") == "DisruptionTarget") {
+          f.preemption_target = string_at(*c, "status") == "True" && string_at(*c, "reason") == "PreemptionByScheduler";
+        }
+      }
+    }
   }
   const json::object* spec = object_at(pod, "spec");
+  if (spec != nullptr) {
+    if (const json::value* pr = spec->if_contains("priority"); pr != nullptr && pr->is_int64()) {
+      f.priority = static_cast<int32_t>(std::clamp<int64_t>(pr->get_int64(), INT32_MIN, INT32_MAX));
+    } else if (pr != nullptr && pr->is_uint64()) {
+      f.priority = static_cast<int32_t>(std::min<uint64_t>(pr->get_uint64(), INT32_MAX));
+    }
+    f.preempt_never = string_at(*spec, "preemptionPolicy") == "Never";
+  }
   if (spec == nullptr) {
-    if (f.labels.empty() && !f.terminating) {
+    if (f.labels.empty() && !f.terminating && f.uid.empty() && f.start_unix == 0 && f.nominated_node.empty() &&
+        !f.preemption_target) {
       return empty_pod_facts();
     }
     return std::shared_ptr<const PodFacts>(std::make_shared<PodFacts>(std::move(f)));

@@ -85,8 +85,15 @@ struct DiskVolume {
 
 struct PodFacts {
   Labels labels;
-  std::string node_name;                       ///< spec.nodeName
-  bool terminating = false;                    ///< metadata.deletionTimestamp set
+  std::string node_name;     ///< spec.nodeName
+  bool terminating = false;  ///< metadata.deletionTimestamp set
+  // Preemption (scheduler/preemption.h) reads these of the preemptor and of every counted pod.
+  std::string uid;                             ///< metadata.uid (the victim's delete precondition)
+  int32_t priority = 0;                        ///< spec.priority (the API server resolves priorityClassName into it)
+  bool preempt_never = false;                  ///< spec.preemptionPolicy: Never
+  int64_t start_unix = 0;                      ///< status.startTime in Unix seconds; 0: not started (or unreadable)
+  bool preemption_target = false;              ///< condition DisruptionTarget=True with reason PreemptionByScheduler
+  std::string nominated_node;                  ///< status.nominatedNodeName
   std::vector<PodAffinityTerm> affinity;       ///< required, ANDed
   std::vector<PodAffinityTerm> anti_affinity;  ///< required
   std::vector<WeightedPodAffinityTerm> preferred_affinity;

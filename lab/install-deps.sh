@@ -17,6 +17,8 @@ PACKAGES=(
   iproute2 socat etcd-server curl openssl wrk jq python3 python3-yaml procps psmisc util-linux
   # e2e of the status page: Debian's chromium, headless (tests/e2e/status_page_test.sh)
   chromium
+  # the container image (image/build.sh: umoci; tests/image/image_test.sh: podman with runc, skopeo)
+  umoci podman runc skopeo
 )
 
 check_only=false

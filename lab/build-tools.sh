@@ -13,6 +13,7 @@ ETCD_VERSION=v3.5.21
 KWOK_VERSION=v0.8.0
 ANP_VERSION=v0.34.0
 CERT_MANAGER_VERSION=v1.16.5   # only its CRDs, to validate manifests/components/cert-manager server-side
+HELM_VERSION=v3.19.5           # charts/gpuslice: lint, template, install into a lab tenant
 
 CACHE=${GPUSLICE_LAB_CACHE:-$HOME/.cache/gpuslice-lab}
 GO=${GO:-go}
@@ -103,16 +104,35 @@ build_cert_manager_crds() {
   done
 }
 
+# helm, for charts/gpuslice (tests/e2e/helm_test.sh: lint, template, server-side dry run, helm install).
+build_helm() {
+  local out=$CACHE/helm-$HELM_VERSION/bin gomod kv ldf p
+  have "$out" helm && return 0
+  log "building helm $HELM_VERSION (about 3 min cold)"
+  mkdir -p "$out"
+  # As helm's Makefile: the default Kubernetes version of `helm template`/`lint` is client-go's (v0.X -> 1.X);
+  # without it helm assumes 1.20.
+  gomod=$("$GO" mod download -json "helm.sh/helm/v3@$HELM_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
+  kv=$(sed -n 's/^[[:space:]]*k8s.io\/client-go v0\.\([0-9]*\)\..*/\1/p' "$gomod" | head -1)
+  [[ -n $kv ]] || { log "helm $HELM_VERSION: no k8s.io/client-go version in $gomod"; return 1; }
+  ldf="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  for p in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    ldf="$ldf -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$kv"
+  done
+  GOBIN=$out "$GO" install -trimpath -ldflags "$ldf" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+}
+
 t0=$SECONDS
 timed etcd build_etcd
 timed kubernetes build_k8s
 timed kwok build_kwok
 timed konnectivity build_anp
+timed helm build_helm
 timed cert-manager-crds build_cert_manager_crds || log "cert-manager CRDs unavailable: manifests_test skips cert-manager objects"
 log "all lab tools ready in $((SECONDS - t0)) s under $CACHE"
 # Last line: one bin directory with links to every tool, for PATH.
 mkdir -p "$CACHE/bin"
-for d in kubernetes-$K8S_VERSION etcd-$ETCD_VERSION kwok-$KWOK_VERSION konnectivity-$ANP_VERSION; do
+for d in kubernetes-$K8S_VERSION etcd-$ETCD_VERSION kwok-$KWOK_VERSION konnectivity-$ANP_VERSION helm-$HELM_VERSION; do
   for b in "$CACHE/$d"/bin/*; do ln -sf "$b" "$CACHE/bin/$(basename "$b")"; done
 done
 ln -sfn "$CACHE/kwok-$KWOK_VERSION/stage" "$CACHE/kwok-stage"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The hermetic gpuslice lab: Kamaji-style tenant control planes on one machine, every byte on loopback.
 #
-#   lab/lab.sh up [--tenants a,b] [--extra-nodes N] [--no-gpuslice]   start (cleans up a crashed run first)
+#   lab/lab.sh up [--tenants a,b] [--extra-nodes N] [--no-gpuslice] [--helm b]
+#                                                    start (cleans up a crashed run first); --helm: these tenants
+#                                                    get gpuslice by `helm install` of charts/gpuslice
 #   lab/lab.sh down                                                      stop everything, delete namespaces
 #   lab/lab.sh status                                                    what runs, what answers
 #   lab/lab.sh env TENANT                                                `eval "$(lab/lab.sh env a)"` -> kubectl
@@ -283,6 +285,8 @@ EOF
     --health-bind-address=127.0.0.1 --health-port="$kh" \
     --cluster-cert="$p/konn-server.crt" --cluster-key="$p/konn-server.key" --cluster-ca-cert="$p/ca.crt"
   wait_until 15 "$t proxy-server socket" test -S "$RUN/$t-konn.sock" || die "proxy-server of tenant $t did not start"
+  # MutatingAdmissionPolicy is beta in 1.34 (off by default: its feature gate and the v1beta1 API are turned on
+  # for charts/gpuslice's policy topology, tests/e2e/admission_policy_test.sh); GA from 1.36.
   start_proc "$t-apiserver" - "$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" --etcd-prefix="/tenant-$t" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$port" --cert-dir="$d/apiserver" \
     --tls-cert-file="$p/apiserver.crt" --tls-private-key-file="$p/apiserver.key" --client-ca-file="$p/ca.crt" \
@@ -290,6 +294,7 @@ EOF
     --service-account-signing-key-file="$p/sa.key" --service-cluster-ip-range=10.0.0.0/24 \
     --authorization-mode=Node,RBAC --allow-privileged=true --profiling=false \
     --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
+    --feature-gates=MutatingAdmissionPolicy=true --runtime-config=admissionregistration.k8s.io/v1beta1=true \
     --egress-selector-config-file="$d/egress.yaml"
   # The worker side: namespace with only lo, bridges over Unix sockets, the agent.
   ip netns add "$ns"
@@ -299,6 +304,27 @@ EOF
   start_proc "$t-bridge-api-host" - socat "UNIX-LISTEN:$RUN/$t-api.sock,fork,unlink-early" "TCP:127.0.0.1:$port"
   start_proc "$t-bridge-api-ns" "$ns" socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$RUN/$t-api.sock"
   start_agent "$t"
+}
+
+# Tenants installed with `helm install` of charts/gpuslice (up --helm) instead of `kubectl apply -k`.
+is_helm_tenant() { grep -qx "$1" "$STATE/helm-tenants" 2>/dev/null; }
+# The chart with lab/helm-values-lab.yaml (the chart's equivalent of manifests/components/lab) into the
+# namespace of manifests/base/namespace.yaml (created first: helm does not label the namespaces it creates).
+# The serving certificate is the one the chart generated: copied from its Secret for the process.
+helm_install_tenant() {
+  local t=$1 d out; d=$(tdir "$1")
+  out=$( { kc "$t" apply -f "$STATE/manifests/base/namespace.yaml" &&
+           "$BIN/helm" --kubeconfig "$d/admin.kubeconfig" install gpuslice "$REPO/charts/gpuslice" \
+             --namespace gpuslice-system -f "$REPO/lab/helm-values-lab.yaml" --set tenant="tenant-$t" --wait=false; } 2>&1) ||
+    { printf '%s\n' "$out" >&2; die "helm install of charts/gpuslice into tenant $t failed"; }
+  printf '%s\n' "$out" >"$STATE/logs/$t-manifests.log"
+  mkdir -p "$d/webhook-certs"
+  local k
+  for k in tls.crt tls.key ca.crt; do
+    kc "$t" -n gpuslice-system get secret gpuslice-webhook-tls -o jsonpath="{.data.${k//./\\.}}" | base64 -d >"$d/webhook-certs/$k" ||
+      die "tenant $t: no $k in the chart's Secret gpuslice-system/gpuslice-webhook-tls"
+  done
+  chmod 600 "$d/webhook-certs/tls.key"
 }
 
 start_agent() {
@@ -334,13 +360,17 @@ finish_tenant() {
     cp "$m/overlays/lab/tenant-a/certs/kustomization.yaml" "$overlay/certs/"
     sed '/components\/tenant-a/d' "$m/overlays/lab/tenant-a/kustomization.yaml" >"$overlay/kustomization.yaml"
   fi
-  webhook_certs "$d/webhook-certs"
-  cp "$d/webhook-certs/tls.crt" "$d/webhook-certs/tls.key" "$d/webhook-certs/ca.crt" "$overlay/certs/"
   wait_until 30 "tenant $t default ServiceAccount (kube-controller-manager)" kc "$t" -n default get serviceaccount default ||
     die "kube-controller-manager of tenant $t did not create the default ServiceAccount"
   local out
-  out=$(kc "$t" apply -k "$overlay" 2>&1) || { printf '%s\n' "$out" >&2; die "applying $overlay to tenant $t failed"; }
-  printf '%s\n' "$out" >"$STATE/logs/$t-manifests.log"
+  if is_helm_tenant "$t"; then
+    helm_install_tenant "$t"
+  else
+    webhook_certs "$d/webhook-certs"
+    cp "$d/webhook-certs/tls.crt" "$d/webhook-certs/tls.key" "$d/webhook-certs/ca.crt" "$overlay/certs/"
+    out=$(kc "$t" apply -k "$overlay" 2>&1) || { printf '%s\n' "$out" >&2; die "applying $overlay to tenant $t failed"; }
+    printf '%s\n' "$out" >"$STATE/logs/$t-manifests.log"
+  fi
   out=$(kc "$t" apply -f "$REPO/lab/hami-device-plugin-rbac.yaml" 2>&1) ||
     { printf '%s\n' "$out" >&2; die "applying lab/hami-device-plugin-rbac.yaml to tenant $t failed"; }
   printf '%s\n' "$out" >>"$STATE/logs/$t-manifests.log"
@@ -452,7 +482,7 @@ preflight() {
 }
 
 cmd_up() {
-  local tenant_list=a,b
+  local tenant_list=a,b helm_list=""
   EXTRA_NODES=0 WITH_GPUSLICE=true
   while (($#)); do
     case $1 in
@@ -461,7 +491,9 @@ cmd_up() {
       --extra-nodes) EXTRA_NODES=$2; shift 2 ;;
       --extra-nodes=*) EXTRA_NODES=${1#*=}; shift ;;
       --no-gpuslice) WITH_GPUSLICE=false; shift ;;
-      *) die "up: unknown argument \"$1\" (want --tenants a,b --extra-nodes N --no-gpuslice)" ;;
+      --helm) helm_list=$2; shift 2 ;;
+      --helm=*) helm_list=${1#*=}; shift ;;
+      *) die "up: unknown argument \"$1\" (want --tenants a,b --extra-nodes N --no-gpuslice --helm b)" ;;
     esac
   done
   [[ $EXTRA_NODES =~ ^[0-9]+$ ]] || die "--extra-nodes: \"$EXTRA_NODES\" is not a number"
@@ -492,6 +524,13 @@ cmd_up() {
   mkdir -p "$STATE"/{logs,pids} "$RUN"
   ((${#RUN} + 20 < 108)) || die "state path too long for Unix sockets: $RUN (set GPUSLICE_LAB_STATE to a shorter path)"
   for t in "${list[@]}"; do norm_tenant "$t"; done >"$STATE/tenants"
+  local hl=()
+  IFS=, read -r -a hl <<<"$helm_list"
+  for t in "${hl[@]}"; do
+    t=$(norm_tenant "$t"); grep -qx "$t" "$STATE/tenants" || die "--helm: \"$t\" is not one of --tenants $tenant_list"
+    [[ -x $BIN/helm ]] || die "--helm: no $BIN/helm (lab/build-tools.sh builds it)"
+    echo "$t"
+  done >"$STATE/helm-tenants"
   ((API_PORT_BASE + 10000 * (${#list[@]} - 1) < 65536 && KONN_PORT_BASE + 100 * ${#list[@]} < 49152)) ||
     die "ports: GPUSLICE_LAB_API_PORT=$API_PORT_BASE or GPUSLICE_LAB_KONN_PORT=$KONN_PORT_BASE too high for ${#list[@]} tenants"
   printf 'ETCD_PORT=%q\nAPI_PORT_BASE=%q\nKONN_PORT_BASE=%q\nSCHED_PORT_BASE=%q\nNETNS_PREFIX=%q\n' \
@@ -557,7 +596,7 @@ cleanup() {
   # 3. tmpfs etcd data and sockets.
   if [[ -f $STATE/etcd-data ]]; then rm -rf "$(cat "$STATE/etcd-data")"; rm -f "$STATE/etcd-data"; fi
   rm -rf "$RUN"
-  rm -f "$STATE/tenants" "$STATE/lab.env"
+  rm -f "$STATE/tenants" "$STATE/lab.env" "$STATE/helm-tenants"
 }
 
 cmd_down() {
@@ -641,5 +680,5 @@ case ${1:-} in
   env) shift; cmd_env "$@" ;;
   logs) shift; cmd_logs "$@" ;;
   stop|start) cmd_stop_start "$@" ;;
-  *) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

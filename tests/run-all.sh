@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every gpuslice test on this machine, installing what is missing first:
 #   1. unit tests and fuzz-corpus replays under ASan/UBSan (CTest, `asan` preset);
-#   2. the end-to-end tests against a real two-tenant control plane (lab/lab.sh: etcd, kube-apiserver,
+#   2. the container image (image/build.sh) built from that binary, twice (same digest), run with podman;
+#   3. the end-to-end tests against a real two-tenant control plane (lab/lab.sh: etcd, kube-apiserver,
 #      kube-controller-manager, Konnectivity, kwok, all built from the Go module proxy and cached), run with
 #      the same ASan/UBSan build of gpuslice, so memory errors on the real path fail the run too.
 # Needs root (apt-get, network namespaces). Exits non-zero on the first failing stage.
@@ -21,6 +22,9 @@ ctest --preset asan -j "$JOBS"
 
 export GPUSLICE_BIN=$ROOT/build/asan/cmd/gpuslice
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+stage "container image: image/build.sh from the ASan binary, run with podman"
+tests/image/image_test.sh "$GPUSLICE_BIN"
 
 stage "lab tools (cached after the first build)"
 lab/build-tools.sh

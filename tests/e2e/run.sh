@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every end-to-end test (tests/e2e/*_test.sh) against a real two-tenant lab:
-#   1. `lab/lab.sh up --tenants a,b` (etcd, two kube-apiservers, Konnectivity, kwok, gpuslice, mock agent);
+#   1. `lab/lab.sh up --tenants a,b --helm b` (etcd, two kube-apiservers, Konnectivity, kwok, gpuslice, mock
+#      agent; tenant a gets gpuslice's objects by `kubectl apply -k`, tenant b by `helm install` of the chart, so
+#      every test on tenant b runs against a helm-installed tenant);
 #   2. each *_test.sh in name order, bounded by E2E_TEST_TIMEOUT seconds (default 300) each;
 #   3. `lab/lab.sh down`, also on failure or interrupt.
 # Every check prints PASS or FAIL with its evidence; the last line is "N passed, N failed". Exits non-zero when
@@ -53,10 +55,10 @@ trap on_signal INT TERM
 if [[ ${E2E_KEEP_LAB:-0} == 1 ]] && "$LAB" status >/dev/null 2>&1; then
   echo "reusing the running lab (E2E_KEEP_LAB=1)"
 else
-  echo "==== lab/lab.sh up --tenants a,b ($(date -u +%H:%M:%S) UTC)"
-  if ! "$LAB" up --tenants a,b; then
+  echo "==== lab/lab.sh up --tenants a,b --helm b ($(date -u +%H:%M:%S) UTC)"
+  if ! "$LAB" up --tenants a,b --helm b; then
     echo "FAIL lab up" >>"$E2E_RESULTS"
-    printf 'FAIL  lab up\n      lab/lab.sh up --tenants a,b failed (logs: lab/lab.sh logs)\n'
+    printf 'FAIL  lab up\n      lab/lab.sh up --tenants a,b --helm b failed (logs: lab/lab.sh logs)\n'
     teardown
     summary
     exit 1

@@ -231,6 +231,7 @@ void SchedulingLoop::apply_pod(const boost::json::object& pod, bool deleted) {
     const bool had = snapshot_.remove_pod(key.ns, key.name);
     briefs_.erase(skey);
     pending_.erase(key);
+    nominations_.erase(key);
     queue_.forget(key);
     reporter_.forget(key);
     recent_binds_.erase(key);
@@ -272,6 +273,14 @@ void SchedulingLoop::apply_pod(const boost::json::object& pod, bool deleted) {
     if (pending_.erase(key) != 0) {
       queue_.forget(key);
       reporter_.forget(key);
+    }
+    if (auto n = nominations_.find(key); n != nominations_.end() && !binders_.count(key)) {
+      // Bound elsewhere, gated, being deleted or no longer ours: whatever it held as a nominee is free again.
+      nominations_.erase(n);
+      if (const PodRecord* rec = snapshot_.find_pod(key.ns, key.name); rec != nullptr && rec->nominated) {
+        snapshot_.forget(key.ns, key.name);
+        (void)count_pod(key, pod);
+      }
     }
   }
   if (phase_changed && (brief.bind_phase == kBindPhaseSuccess || brief.bind_phase == kBindPhaseFailed)) {
@@ -474,21 +483,30 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
     }
   }
   // HAMi drops the pod's old reservation before filtering; so do we (an earlier attempt may have annotated it).
+  // A nomination of its own (preemption) goes too: the pod is decided again, on its nominated node first.
   snapshot_.remove_pod(key.ns, key.name);
   const auto decide_start = options_.clock.steady();
-  Decision d = schedule(snapshot_, *info, schedule_options_);
+  // Capacity nominated to less important pods is not theirs yet (kube-scheduler's addNominatedPods).
+  std::vector<PodRecord> hidden = hide_nominations_below(info->facts ? info->facts->priority : 0);
+  std::optional<Decision> on_nominated = decide_on_nominated_node(key, *info);
+  Decision d = on_nominated ? std::move(*on_nominated) : schedule(snapshot_, *info, schedule_options_);
   m.algorithm.with({d.scheduled ? "scheduled" : "unschedulable"})
       .observe(std::chrono::duration<double>(options_.clock.steady() - decide_start).count());
   if (!d.scheduled) {
     scrub_owned_annotations(key, pod);
     (void)count_pod(key, pod);  // put back what the API says it holds
+    // PostFilter: preemption (scheduler/loop_preemption.cc), with the same nominations hidden.
+    const std::string preemption = preempt_or_wait(key, *info, pod);
+    restore_nominations(std::move(hidden));
+    const std::string message = preemption.empty() ? d.message : d.message + " " + preemption;
     ++stats_.unschedulable;
     m.attempts.with({"unschedulable"}).inc();
     queue_.done_unschedulable(key, now);
-    log::info("pod unschedulable", {{"pod", key.str()}, {"message", d.message}}, 2);
-    reporter_.unschedulable(key, pod, d.message, info->gpu.any() ? filtering_failed_note(d) : std::string());
+    log::info("pod unschedulable", {{"pod", key.str()}, {"message", message}}, 2);
+    reporter_.unschedulable(key, pod, message, info->gpu.any() ? filtering_failed_note(d) : std::string());
     return;
   }
+  restore_nominations(std::move(hidden));
   if (auto st = snapshot_.assume(*info, d.node, d.devices, unix_seconds(wall)); !st) {
     (void)count_pod(key, pod);
     ++stats_.errors;
@@ -629,6 +647,7 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
       m.attempts.with({"scheduled"}).inc();
       m.e2e.with({}).observe(std::chrono::duration<double>(now - b->first_seen).count());
       recent_binds_[key] = {node, now};
+      nominations_.erase(key);  // the assumption replaced its nominated record
       queue_.done(key);
       reporter_.forget(key);
       reporter_.event(b->event_ref, "Scheduled", "Normal", "Successfully assigned " + key.str() + " to " + node);
@@ -752,6 +771,16 @@ void SchedulingLoop::sweep() {
   reporter_.retain([this](const PodKey& key) { return pending_.count(key) != 0; });
   for (auto it = conflict_retries_.begin(); it != conflict_retries_.end();) {
     it = pending_.count(it->first) ? std::next(it) : conflict_retries_.erase(it);
+  }
+  for (auto it = nominations_.begin(); it != nominations_.end();) {
+    if (pending_.count(it->first) || binders_.count(it->first)) {
+      ++it;
+      continue;
+    }
+    if (const PodRecord* rec = snapshot_.find_pod(it->first.ns, it->first.name); rec != nullptr && rec->nominated) {
+      snapshot_.forget(it->first.ns, it->first.name);
+    }
+    it = nominations_.erase(it);
   }
   for (auto it = annotated_by_us_.begin(); it != annotated_by_us_.end();) {
     it = pending_.count(*it) || binders_.count(*it) ? std::next(it) : annotated_by_us_.erase(it);

@@ -36,6 +36,7 @@
 #include "scheduler/loop_reporter.h"
 #include "scheduler/node_lock.h"
 #include "scheduler/node_locker.h"
+#include "scheduler/preemption.h"
 #include "scheduler/schedule.h"
 #include "scheduler/snapshot.h"
 #include "scheduler/status_view.h"
@@ -85,11 +86,14 @@ struct LoopStats {
   uint64_t locks_taken = 0;
   uint64_t locks_released = 0;  ///< by us: bind failures and the janitor
   uint64_t events_dropped = 0;
+  uint64_t preemptions = 0;  ///< nominations made by preempting (scheduler/loop_preemption.cc)
+  uint64_t victims = 0;      ///< pods deleted by preemption (graceful delete accepted)
 };
 
-/// The cluster objects the default plugins read besides Pods and Nodes (one Reflector each).
-enum class ClusterObjectKind : size_t { namespace_labels, claim, volume, storage_class, csi_node };
-inline constexpr size_t kClusterObjectKinds = 5;
+/// The cluster objects the default plugins (and preemption: PodDisruptionBudgets) read besides Pods and Nodes
+/// (one Reflector each).
+enum class ClusterObjectKind : size_t { namespace_labels, claim, volume, storage_class, csi_node, disruption_budget };
+inline constexpr size_t kClusterObjectKinds = 6;
 std::string_view cluster_object_kind_name(ClusterObjectKind kind);
 
 class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
@@ -125,6 +129,13 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   LoopStats stats() const;
   std::size_t binds_in_flight() const { return binders_.size(); }
   std::size_t side_effects_in_flight() const { return reporter_.in_flight(); }
+  /// Preemptors holding a nomination while their victims go away (capped by scheduler.preemption.maxInFlight).
+  std::size_t preemptions_in_flight() const { return nominations_.size(); }
+  /// The node a pod is nominated to by this loop ("" when none).
+  std::string nomination_of(const PodKey& key) const {
+    auto it = nominations_.find(key);
+    return it == nominations_.end() ? std::string() : it->second.node;
+  }
   /// Runs one janitor pass now (tests; the sweeper calls it).
   void sweep();
   /// The status page's view (scheduler/loop_status.cc): the snapshot, the pending GPU pods with their last
@@ -137,6 +148,14 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
     SteadyTime first_seen{};
   };
   struct Binding;
+  /// A preemptor's nomination (kube-scheduler's nominator): the node and cards it holds in the snapshot while
+  /// its victims terminate.
+  struct Nomination {
+    std::string node;
+    int32_t priority = 0;
+    PodDevices devices;
+    std::vector<std::string> victims;  ///< "ns/name", as chosen
+  };
 
   void apply_pod(const boost::json::object& pod, bool deleted);
   void apply_node(const boost::json::object& node, bool deleted);
@@ -155,6 +174,25 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   /// Returns "" when bound, else why not (the bind is then retried after a backoff and the pod re-decided).
   boost::asio::awaitable<std::string> bind_volumes(Binding& b);
   void update_gauges();
+
+  // ---- preemption (scheduler/loop_preemption.cc) ----
+  /// Nominations of pods with priority below `priority` leave the snapshot for one decision (a more important
+  /// pod may take what they hold); restore_nominations puts them back.
+  std::vector<PodRecord> hide_nominations_below(int32_t priority);
+  void restore_nominations(std::vector<PodRecord> hidden);
+  /// The pod's nominated node, when it passes every filter there now (kube-scheduler's evaluateNominatedNode).
+  std::optional<Decision> decide_on_nominated_node(const PodKey& key, const PodInfo& info);
+  /// After no fit: preempt (or keep waiting for the victims of an earlier preemption). Returns the text added
+  /// to the unschedulable message, "" when preemption is off.
+  std::string preempt_or_wait(const PodKey& key, const PodInfo& info, const boost::json::object& pod);
+  /// Holds the nominated node's cards again for a pod whose victims are still terminating.
+  void hold_nomination(const PodKey& key, const PodInfo& info, const std::string& node);
+  void drop_nomination(const PodKey& key);
+  /// Carries a preemption out: status.nominatedNodeName, then per victim DisruptionTarget and a graceful
+  /// delete, with a Preempted Event.
+  boost::asio::awaitable<void> preempt_task(PodKey key, PreemptionCandidate chosen, boost::json::object event_ref);
+  /// Clears status.nominatedNodeName of a pod whose nomination became invalid and found no new one.
+  void clear_nominated_node(const PodKey& key);
   /// Runs a detached task on the executor, keeping the loop (and its locker and reporter) alive until it ends.
   void spawn(boost::asio::awaitable<void> task);
 
@@ -176,6 +214,7 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   std::map<PodKey, int> conflict_retries_;                              // immediate re-decisions after a 409, bounded
   std::set<PodKey> scrubbing_;                                          // stale-annotation removals in flight
   std::set<PodKey> annotated_by_us_;                                    // pending pods carrying our own allocation
+  std::map<PodKey, Nomination> nominations_;                            // preemptors waiting for their victims
   NodeLocker locker_;                                                   // hami.io/mutex.lock: takes, releases, janitor
   LoopReporter reporter_;                                               // PodScheduled condition and Events
 

@@ -39,6 +39,16 @@ class ClientApi final : public LoopApi {
   Task<kube::ApiResult<Object>> create_event(kube::EventRecord event) override {
     co_return co_await client_->create_event(std::move(event));
   }
+  Task<kube::ApiResult<Object>> patch_pod_status(std::string ns, std::string name, std::string merge_patch) override {
+    std::string path = kube::object_path(kube::resources::pods(), ns, name) + "/status";
+    co_return co_await client_->patch(std::move(path), kube::PatchType::merge, std::move(merge_patch));
+  }
+  Task<kube::ApiStatus> remove_pod(std::string ns, std::string name, std::string uid) override {
+    kube::DeleteOptions options;
+    options.precondition_uid = std::move(uid);
+    std::string path = kube::object_path(kube::resources::pods(), ns, name);
+    co_return co_await client_->remove(std::move(path), std::move(options));
+  }
 
  private:
   std::shared_ptr<kube::Client> client_;

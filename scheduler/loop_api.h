@@ -36,6 +36,11 @@ class LoopApi {
   virtual Task<kube::ApiResult<Object>> patch_condition(std::string ns, std::string name,
                                                         kube::PodCondition condition) = 0;
   virtual Task<kube::ApiResult<Object>> create_event(kube::EventRecord event) = 0;
+  /// Merge patch of pods/{name}/status (preemption's status.nominatedNodeName).
+  virtual Task<kube::ApiResult<Object>> patch_pod_status(std::string ns, std::string name, std::string merge_patch) = 0;
+  /// Graceful DELETE of pods/{name} (the pod's own terminationGracePeriodSeconds) with the UID as a precondition:
+  /// 409 when the name now belongs to another pod, 404 when gone.
+  virtual Task<kube::ApiStatus> remove_pod(std::string ns, std::string name, std::string uid) = 0;
 };
 
 /// The real seam over a kube::Client (which must live on the same executor as the loop).

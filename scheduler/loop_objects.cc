@@ -1,5 +1,6 @@
 // The loop's watches of the cluster objects kube-scheduler's default plugins read besides Pods and Nodes
-// (Namespaces' labels, PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes): each event goes to
+// (Namespaces' labels, PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes; and the
+// PodDisruptionBudgets preemption respects, scheduler/preemption.h): each event goes to
 // the snapshot's ClusterObjects store (scheduler/framework/cluster_objects.h, which keeps only the fields a plugin
 // reads), and every pending pod is re-queued, as kube-scheduler's queue moves pods on these events (a claim
 // binding, a PV appearing, a namespace relabelled can each make a refused pod schedulable).
@@ -22,6 +23,8 @@ std::string_view cluster_object_kind_name(ClusterObjectKind kind) {
       return "storageclass";
     case ClusterObjectKind::csi_node:
       return "csinode";
+    case ClusterObjectKind::disruption_budget:
+      return "poddisruptionbudget";
   }
   return "object";
 }
@@ -29,7 +32,8 @@ std::string_view cluster_object_kind_name(ClusterObjectKind kind) {
 namespace {
 
 std::string object_key(ClusterObjectKind kind, const boost::json::object& o) {
-  return kind == ClusterObjectKind::claim ? kube::namespace_of(o) + "/" + kube::name_of(o) : kube::name_of(o);
+  const bool namespaced = kind == ClusterObjectKind::claim || kind == ClusterObjectKind::disruption_budget;
+  return namespaced ? kube::namespace_of(o) + "/" + kube::name_of(o) : kube::name_of(o);
 }
 
 Status upsert_object(ClusterObjects& objs, ClusterObjectKind kind, const boost::json::object& o) {
@@ -44,6 +48,8 @@ Status upsert_object(ClusterObjects& objs, ClusterObjectKind kind, const boost::
       return objs.upsert_storage_class(o);
     case ClusterObjectKind::csi_node:
       return objs.upsert_csi_node(o);
+    case ClusterObjectKind::disruption_budget:
+      return objs.upsert_disruption_budget(o);
   }
   return Status::Ok();
 }
@@ -53,9 +59,16 @@ void remove_object(ClusterObjects& objs, ClusterObjectKind kind, const std::stri
     case ClusterObjectKind::namespace_labels:
       objs.remove_namespace(key);
       return;
-    case ClusterObjectKind::claim: {
+    case ClusterObjectKind::claim:
+    case ClusterObjectKind::disruption_budget: {
       const size_t slash = key.find('/');
-      objs.remove_claim(key.substr(0, slash), slash == std::string::npos ? std::string() : key.substr(slash + 1));
+      const std::string ns = key.substr(0, slash);
+      const std::string name = slash == std::string::npos ? std::string() : key.substr(slash + 1);
+      if (kind == ClusterObjectKind::claim) {
+        objs.remove_claim(ns, name);
+      } else {
+        objs.remove_disruption_budget(ns, name);
+      }
       return;
     }
     case ClusterObjectKind::volume:

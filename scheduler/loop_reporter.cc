@@ -77,7 +77,7 @@ void LoopReporter::event(const boost::json::object& pod, std::string reason, std
   e.namespace_ = kube::namespace_of(pod);
   e.event_time = options_.clock.wall();
   e.reporting_instance = options_.identity;
-  e.action = reason == "Scheduled" ? "Binding" : "Scheduling";
+  e.action = reason == "Scheduled" ? "Binding" : reason == "Preempted" ? "Preempting" : "Scheduling";
   e.reason = std::move(reason);
   e.type = std::move(type);
   e.note = std::move(note);

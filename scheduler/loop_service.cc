@@ -107,6 +107,7 @@ SchedulerService::SchedulerService(std::shared_ptr<kube::Client> client, const C
       {ClusterObjectKind::volume, kube::Resource{"", "v1", "persistentvolumes", false}},
       {ClusterObjectKind::storage_class, kube::Resource{"storage.k8s.io", "v1", "storageclasses", false}},
       {ClusterObjectKind::csi_node, kube::Resource{"storage.k8s.io", "v1", "csinodes", false}},
+      {ClusterObjectKind::disruption_budget, kube::Resource{"policy", "v1", "poddisruptionbudgets", true}},
   };
   int bit = 8;
   for (const ObjectWatch& w : object_watches) {

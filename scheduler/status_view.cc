@@ -180,6 +180,8 @@ std::vector<ReasonCount> parse_fit_message(std::string_view message) {
   size_t at = message.find(kMarker);
   if (at == std::string_view::npos) return out;
   std::string_view rest = message.substr(at + kMarker.size());
+  // kube-scheduler's PostFilter tail (". preemption: ...", scheduler/preemption.h) is not a filter reason.
+  if (size_t tail = rest.find(". preemption: "); tail != std::string_view::npos) rest = rest.substr(0, tail + 1);
   if (rest.ends_with('.')) rest.remove_suffix(1);
   // Entries are "<count> <reason>[ (<figures>)]" joined by ", " (scheduler/schedule.cc format_failure_message, after
   // kube-scheduler's FitError); a reason or its figures may contain ", " (a taint's text, "asks 4 cards, 2 fit"), so

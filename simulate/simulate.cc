@@ -2,6 +2,7 @@
 
 #include "common/json_access.h"
 #include "common/json_patch.h"
+#include "scheduler/preemption.h"
 #include "scheduler/schedule.h"
 #include "webhook/policy.h"
 
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 namespace gpuslice::simulate {
 namespace json = boost::json;
@@ -39,6 +41,24 @@ struct CardPods {
   }
 };
 
+std::vector<SimulatedDevice> devices_of(const Snapshot& snap, const PodInfo& info, const Decision& d) {
+  std::vector<SimulatedDevice> out;
+  const NodeState* node = snap.find_node(d.node);
+  for (size_t i = 0; i < d.devices.size(); ++i) {
+    for (const ContainerDevice& dev : d.devices[i]) {
+      SimulatedDevice sd;
+      sd.container = i < info.gpu.containers.size() ? info.gpu.containers[i].name : std::to_string(i);
+      sd.uuid = dev.uuid;
+      const CardState* card = node ? node->find_card(dev.uuid) : nullptr;
+      sd.type = card ? card->info.type : dev.type;
+      sd.mem_mib = dev.mem_mib;
+      sd.cores = dev.cores;
+      out.push_back(std::move(sd));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<SimulationResult> simulate(const SimulationInput& input, const Configuration& config, int64_t now_unix) {
@@ -51,6 +71,60 @@ Result<SimulationResult> simulate(const SimulationInput& input, const Configurat
   std::vector<Queued> queue;
   std::vector<const std::vector<std::pair<std::string, std::vector<Manifest>>>*> groups = {&input.node_files,
                                                                                            &input.pod_files};
+  // Pass 0: PriorityClasses, so pods naming one get spec.priority (and preemptionPolicy) as the API server would
+  // give them on creation.
+  struct PriorityClassInfo {
+    int64_t value = 0;
+    std::string preemption_policy;
+  };
+  std::map<std::string, PriorityClassInfo> classes;
+  std::optional<PriorityClassInfo> global_default;
+  for (const auto* group : groups) {
+    for (const auto& [file, manifests] : *group) {
+      for (const Manifest& m : manifests) {
+        if (string_at(m.object, "kind") != "PriorityClass") {
+          continue;
+        }
+        const json::value* v = m.object.if_contains("value");
+        if (v == nullptr || !v->is_int64()) {
+          return make_error(file + ": document " + std::to_string(m.document) + ": priorityclass " +
+                            string_at_pointer(m.object, "/metadata/name") + ": value: missing or not an integer");
+        }
+        PriorityClassInfo pc{v->get_int64(), string_at(m.object, "preemptionPolicy")};
+        classes[string_at_pointer(m.object, "/metadata/name")] = pc;
+        if (const json::value* g = m.object.if_contains("globalDefault");
+            g != nullptr && g->is_bool() && g->get_bool()) {
+          global_default = pc;
+        }
+      }
+    }
+  }
+  auto with_priority = [&](const json::object& pod) -> Result<json::object> {
+    json::object out = pod;
+    if (out.contains("spec") && out["spec"].is_object() && !out["spec"].as_object().contains("priority")) {
+      json::object& spec = out["spec"].as_object();
+      const std::string name = string_at(spec, "priorityClassName");
+      std::optional<PriorityClassInfo> pc = global_default;
+      if (!name.empty()) {
+        auto it = classes.find(name);
+        if (it == classes.end()) {
+          if (name != "system-cluster-critical" && name != "system-node-critical") {
+            return make_error("spec.priorityClassName: \"" + name + "\": no such PriorityClass among the manifests");
+          }
+          pc = PriorityClassInfo{name == "system-node-critical" ? 2000001000 : 2000000000, ""};
+        } else {
+          pc = it->second;
+        }
+      }
+      if (pc) {
+        spec["priority"] = pc->value;
+        if (!pc->preemption_policy.empty() && !spec.contains("preemptionPolicy")) {
+          spec["preemptionPolicy"] = pc->preemption_policy;
+        }
+      }
+    }
+    return out;
+  };
   // Pass 1: cluster state (nodes, quotas, pods already bound) from every file.
   for (const auto* group : groups) {
     for (const auto& [file, manifests] : *group) {
@@ -66,20 +140,25 @@ Result<SimulationResult> simulate(const SimulationInput& input, const Configurat
             return make_error(at + st.message());
           }
         } else if (kind == "Namespace" || kind == "PersistentVolumeClaim" || kind == "PersistentVolume" ||
-                   kind == "StorageClass" || kind == "CSINode") {
+                   kind == "StorageClass" || kind == "CSINode" || kind == "PodDisruptionBudget") {
           // What the default plugins read besides nodes and pods (scheduler/framework/cluster_objects.h).
           ClusterObjects& objs = snap.objects();
           Status st = kind == "Namespace"               ? objs.upsert_namespace(m.object)
                       : kind == "PersistentVolumeClaim" ? objs.upsert_claim(m.object)
                       : kind == "PersistentVolume"      ? objs.upsert_volume(m.object)
                       : kind == "StorageClass"          ? objs.upsert_storage_class(m.object)
+                      : kind == "PodDisruptionBudget"   ? objs.upsert_disruption_budget(m.object)
                                                         : objs.upsert_csi_node(m.object);
           if (!st.ok()) {
             return make_error(at + st.message());
           }
         } else if (kind == "Pod") {
           if (bound(m.object)) {
-            if (Status st = snap.upsert_pod(m.object); !st.ok()) {
+            auto prioritized = with_priority(m.object);
+            if (!prioritized.ok()) {
+              return make_error(at + prioritized.message());
+            }
+            if (Status st = snap.upsert_pod(prioritized.value()); !st.ok()) {
               return make_error(at + st.message());
             }
             std::string ns = string_at_pointer(m.object, "/metadata/namespace");
@@ -113,14 +192,18 @@ Result<SimulationResult> simulate(const SimulationInput& input, const Configurat
     if (out.name.empty()) {
       return make_error(at + "metadata.name: missing");
     }
-    webhook::MutationResult mr = webhook::mutate_pod(original, out.ns, config);
+    auto prioritized = with_priority(q.m->object);
+    if (!prioritized.ok()) {
+      return make_error(at + prioritized.message());
+    }
+    webhook::MutationResult mr = webhook::mutate_pod(prioritized.value(), out.ns, config);
     if (!mr.allowed) {
       out.status = "Rejected";
       out.message = mr.message;
       result.pods.push_back(std::move(out));
       continue;
     }
-    auto patched = apply_patch(json::value(original), mr.patch);
+    auto patched = apply_patch(json::value(prioritized.value()), mr.patch);
     if (!patched.ok()) {
       return make_error(at + "applying the webhook's patch: " + patched.message());
     }
@@ -139,6 +222,21 @@ Result<SimulationResult> simulate(const SimulationInput& input, const Configurat
     if (!d.scheduled) {
       out.status = "Pending";
       out.message = d.message;
+      if (config.scheduler.preemption.enabled) {
+        // What the live loop's PostFilter would do; shown, not done (the snapshot is left as it was).
+        PreemptionResult pr = find_preemption(snap, info.value(), "", options);
+        if (pr.found) {
+          out.message += " preemption: would be " + preemption_summary(pr.chosen) + ".";
+          SimulatedPreemption sp;
+          sp.node = pr.chosen.node;
+          sp.budget_violations = pr.chosen.budget_violations;
+          for (const PreemptionVictim& v : pr.chosen.victims) {
+            sp.victims.push_back(v.key());
+          }
+          sp.devices = devices_of(snap, *info, pr.chosen.placement);
+          out.preemption = std::move(sp);
+        }  // no candidate: the message stays the filters' (nothing would be preempted)
+      }
       result.pods.push_back(std::move(out));
       continue;
     }
@@ -148,19 +246,7 @@ Result<SimulationResult> simulate(const SimulationInput& input, const Configurat
     card_pods.add(d.node, d.devices, info->key());
     out.status = "Scheduled";
     out.node = d.node;
-    const NodeState* node = snap.find_node(d.node);
-    for (size_t i = 0; i < d.devices.size(); ++i) {
-      for (const ContainerDevice& dev : d.devices[i]) {
-        SimulatedDevice sd;
-        sd.container = i < info->gpu.containers.size() ? info->gpu.containers[i].name : std::to_string(i);
-        sd.uuid = dev.uuid;
-        const CardState* card = node ? node->find_card(dev.uuid) : nullptr;
-        sd.type = card ? card->info.type : dev.type;
-        sd.mem_mib = dev.mem_mib;
-        sd.cores = dev.cores;
-        out.devices.push_back(std::move(sd));
-      }
-    }
+    out.devices = devices_of(snap, *info, d);
     result.pods.push_back(std::move(out));
   }
 
@@ -202,6 +288,21 @@ json::object simulation_to_json(const SimulationResult& r) {
     }
     o["devices"] = std::move(devs);
     o["message"] = p.message;
+    if (p.preemption) {
+      json::array victims;
+      for (const std::string& v : p.preemption->victims) {
+        victims.push_back(json::string(v));
+      }
+      json::array pdevs;
+      for (const SimulatedDevice& d : p.preemption->devices) {
+        pdevs.push_back(json::object{
+            {"container", d.container}, {"uuid", d.uuid}, {"type", d.type}, {"memMiB", d.mem_mib}, {"cores", d.cores}});
+      }
+      o["preemption"] = json::object{{"node", p.preemption->node},
+                                     {"victims", std::move(victims)},
+                                     {"budgetViolations", p.preemption->budget_violations},
+                                     {"devices", std::move(pdevs)}};
+    }
     pods.push_back(std::move(o));
   }
   json::array cards;

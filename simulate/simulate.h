@@ -23,6 +23,15 @@ struct SimulatedDevice {
   int64_t cores = 0;
 };
 
+/// What a Pending pod would preempt (scheduler/preemption.h) with scheduler.preemption enabled. Nothing is
+/// evicted in the simulation: the pod stays Pending and the later pods see the cluster as it is.
+struct SimulatedPreemption {
+  std::string node;
+  std::vector<std::string> victims;  ///< "ns/name", most important first
+  size_t budget_violations = 0;
+  std::vector<SimulatedDevice> devices;  ///< where the pod would go once they are gone
+};
+
 struct SimulatedPod {
   std::string ns;
   std::string name;
@@ -30,6 +39,7 @@ struct SimulatedPod {
   std::optional<std::string> node;
   std::vector<SimulatedDevice> devices;
   std::string message;
+  std::optional<SimulatedPreemption> preemption;  ///< Pending only: the victims that would make room
 };
 
 struct SimulatedCard {
@@ -56,7 +66,8 @@ struct SimulationInput {
 /// Nodes, ResourceQuotas and already placed Pods (spec.nodeName or hami.io/vgpu-node set) from every file first, as
 /// cluster state; then every other Pod, node files before pod files, in file order:
 /// webhook policy (rejected -> Rejected with its message), patch applied, parse_pod, schedule (Pending with the
-/// message), assume. Errors name the file, document index and field (e.g. a bad register annotation).
+/// message, and what it would preempt), assume. PodDisruptionBudgets count for preemption. Errors name the file,
+/// document index and field (e.g. a bad register annotation).
 Result<SimulationResult> simulate(const SimulationInput& input, const Configuration& config, int64_t now_unix);
 
 /// The `-o json` document: {"pods":[...],"cards":[...]} as the issue specifies.

@@ -15,6 +15,22 @@ TEST_CASE("defaults follow HAMi") {
   CHECK(r->scheduler.node_scheduler_policy == "binpack");
   CHECK(r->scheduler.node_lock_timeout == 5min);
   CHECK(r->webhook.max_body_bytes == 4u * 1024 * 1024);
+  CHECK(r->scheduler.preemption.enabled);  // kube-scheduler's DefaultPreemption is on by default
+  CHECK(r->scheduler.preemption.max_in_flight == 16);
+}
+
+TEST_CASE("scheduler.preemption: the switch and the cap") {
+  auto head = std::string("apiVersion: gpuslice.io/v1alpha1\nkind: GpusliceConfiguration\n");
+  auto r = parse_configuration(head + "scheduler: {preemption: {enabled: false, maxInFlight: 3}}\n");
+  REQUIRE(r.ok());
+  CHECK_FALSE(r->scheduler.preemption.enabled);
+  CHECK(r->scheduler.preemption.max_in_flight == 3);
+  auto bad = parse_configuration(head + "scheduler: {preemption: {maxInFlight: 0}}\n");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.message().find("scheduler.preemption.maxInFlight: \"0\"") == 0);
+  auto unknown = parse_configuration(head + "scheduler: {preemption: {victims: 2}}\n");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.message() == "scheduler.preemption.victims: unknown field");
 }
 
 TEST_CASE("fields are read") {

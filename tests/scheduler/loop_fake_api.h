@@ -5,12 +5,14 @@
 // through the executor (so, as with a real watch, the writer sees its own change a moment later). Faults can be
 // injected per call. Test-only.
 
+#include "common/json_access.h"
 #include "kube/reflector.h"
 #include "scheduler/loop_api.h"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
 #include <chrono>
@@ -223,6 +225,53 @@ class FakeApi : public LoopApi {
   Task<kube::ApiResult<Object>> create_event(kube::EventRecord event) override {
     events.push_back(event);
     co_return Object{};
+  }
+  Task<kube::ApiResult<Object>> patch_pod_status(std::string ns, std::string name, std::string patch) override {
+    const std::string key = ns + "/" + name;
+    if (auto e = injected("patch_pod_status " + key)) {
+      co_return *e;
+    }
+    auto it = pods.find(key);
+    if (it == pods.end()) {
+      co_return not_found("pods", name);
+    }
+    auto r = apply(it->second, patch);
+    if (!r) {
+      co_return r.error();
+    }
+    deliver(pod_sinks_, kube::ReflectorEventType::modified, it->second);
+    co_return it->second;
+  }
+  /// Graceful deletion as the API server does it for a pod on a node: deletionTimestamp set, the pod stays until
+  /// finish_deletion() (its kubelet) removes it; a pod on no node goes at once. UID precondition as the server's.
+  std::vector<std::string> removed;  // "ns/name" per accepted graceful delete
+  bool zero_grace = false;           // every pod has terminationGracePeriodSeconds 0: deleted at once
+  Task<kube::ApiStatus> remove_pod(std::string ns, std::string name, std::string uid) override {
+    // A real DELETE is a round trip: the loop's other work (watch events) runs meanwhile.
+    co_await boost::asio::post(ex_, boost::asio::use_awaitable);
+    const std::string key = ns + "/" + name;
+    if (auto e = injected("remove_pod " + key)) {
+      co_return *e;
+    }
+    auto it = pods.find(key);
+    if (it == pods.end()) {
+      co_return not_found("pods", name);
+    }
+    auto& meta = it->second["metadata"].as_object();
+    if (!uid.empty() && meta["uid"] != boost::json::value(uid)) {
+      co_return kube::ApiError{409, "Conflict", "Precondition failed: UID in precondition: " + uid};
+    }
+    removed.push_back(key);
+    if (zero_grace || string_at_pointer(it->second, "/spec/nodeName").empty()) {
+      delete_pod(key);
+      co_return kube::ApiStatus::Ok();
+    }
+    if (!meta.contains("deletionTimestamp")) {
+      meta["deletionTimestamp"] = "2026-12-01T10:00:00Z";
+      meta["resourceVersion"] = std::to_string(++rv);
+      deliver(pod_sinks_, kube::ReflectorEventType::modified, it->second);
+    }
+    co_return kube::ApiStatus::Ok();
   }
 
  private:

@@ -183,7 +183,8 @@ TEST_CASE("loop: seed scenario binds three sharing pods and reports the fourth",
       CHECK(c.status == "False");
       CHECK(c.reason == "Unschedulable");
       CHECK(c.message ==
-            "0/1 nodes are available: 1 CardInsufficientCore (asks 30% of a card's cores, largest free 10%).");
+            "0/1 nodes are available: 1 CardInsufficientCore (asks 30% of a card's cores, largest free 10%). "
+            "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.");
     }
   }
   CHECK(found);
@@ -427,7 +428,8 @@ TEST_CASE("loop: pods of other schedulers and bound pods are not scheduled but a
   REQUIRE(h.run_until([&] { return !h.api->conditions.empty(); }));
   CHECK(h.api->binds == 0);
   CHECK(h.api->conditions.back().second.message ==
-        "0/1 nodes are available: 1 CardInsufficientMemory (asks 20000 MiB per card, largest free 11920 MiB).");
+        "0/1 nodes are available: 1 CardInsufficientMemory (asks 20000 MiB per card, largest free 11920 MiB). "
+        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.");
   CHECK(h.node_of("default/other").empty());
   h.finish();
 }
@@ -573,7 +575,9 @@ TEST_CASE("loop: a pod's claim arriving on the PVC/PV watches gets it bound; nam
     return m;
   };
   REQUIRE(h.run_until([&] { return !message_of("default/with-claim").empty(); }));
-  CHECK(message_of("default/with-claim") == "0/2 nodes are available: persistentvolumeclaim \"data\" not found.");
+  CHECK(message_of("default/with-claim") ==
+        "0/2 nodes are available: persistentvolumeclaim \"data\" not found. "
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.");
   CHECK(h.node_of("default/with-claim").empty());
 
   // The claim and its local PV (node affinity: gpu-1 only) arrive: the pod is re-queued and bound there.

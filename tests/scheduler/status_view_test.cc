@@ -164,6 +164,10 @@ TEST_CASE("status view: kube-scheduler fit messages parse into reasons, taint te
   CHECK(status::parse_fit_message("no nodes").empty());
   CHECK(status::parse_fit_message("").empty());
   CHECK(status::parse_fit_message("0/1 nodes are available: ").empty());
+  // The PostFilter's tail (preemption) is not a reason of the filters.
+  CHECK(status::parse_fit_message("0/1 nodes are available: 1 CardInsufficientMemory. preemption: 0/1 nodes are "
+                                  "available: 1 No preemption victims found for incoming pod.") ==
+        std::vector<RC>{{"CardInsufficientMemory", 1}});
 }
 
 TEST_CASE("status view: a pending pod not tried yet waits, one with another message is an error") {

@@ -207,3 +207,102 @@ spec:
   CHECK_THAT(r2.message(), Contains("bad.yaml: document 0: "));
   CHECK_THAT(r2.message(), Contains("lots"));
 }
+
+TEST_CASE("simulate(): a Pending pod shows what it would preempt (PriorityClass, PodDisruptionBudget)",
+          "[manifest][simulate][preemption]") {
+  auto cluster = parse_manifests(R"(
+kind: PriorityClass
+metadata: {name: batch}
+value: 10
+---
+kind: PriorityClass
+metadata: {name: inference}
+value: 1000
+---
+kind: Node
+metadata:
+  name: a
+  annotations:
+    hami.io/node-nvidia-register: '[{"id":"GPU-a","count":10,"devmem":81920,"devcore":100,"type":"NVIDIA A100","health":true}]'
+status: {allocatable: {cpu: "8", memory: 32Gi, pods: "10", nvidia.com/gpu: "10"}}
+---
+kind: Node
+metadata:
+  name: b
+  annotations:
+    hami.io/node-nvidia-register: '[{"id":"GPU-b","count":10,"devmem":81920,"devcore":100,"type":"NVIDIA A100","health":true}]'
+status: {allocatable: {cpu: "8", memory: 32Gi, pods: "10", nvidia.com/gpu: "10"}}
+---
+kind: PodDisruptionBudget
+metadata: {name: keep, namespace: ml}
+spec: {selector: {matchLabels: {app: keep}}}
+status: {disruptionsAllowed: 0}
+)",
+                                 "cluster.yaml");
+  REQUIRE(cluster.ok());
+  std::string bound;
+  for (const char* node : {"a", "b"}) {
+    for (int i = 0; i < 4; ++i) {
+      const std::string n = std::string(node) + std::to_string(i);
+      bound += std::string("---\nkind: Pod\nmetadata: {name: ") + n +
+               ", namespace: ml, labels: {app: " + (std::string(node) == "a" ? "keep" : "free") +
+               "}, annotations: {hami.io/vgpu-node: " + node + ", hami.io/vgpu-devices-allocated: \"GPU-" + node +
+               ",NVIDIA,20000,0:;\"}}\nspec: {nodeName: " + node +
+               ", priorityClassName: batch, containers: [{name: c}]}\n";
+    }
+  }
+  auto running = parse_manifests(bound, "running.yaml");
+  REQUIRE(running.ok());
+  auto pods = parse_manifests(R"(
+kind: Pod
+metadata: {name: big, namespace: ml}
+spec:
+  priorityClassName: inference
+  containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 40000}}}]
+---
+kind: Pod
+metadata: {name: same, namespace: ml}
+spec:
+  priorityClassName: batch
+  containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 40000}}}]
+)",
+                              "pods.yaml");
+  REQUIRE(pods.ok());
+  SimulationInput in;
+  in.node_files.emplace_back("cluster.yaml", cluster.value());
+  in.node_files.emplace_back("running.yaml", running.value());
+  in.pod_files.emplace_back("pods.yaml", pods.value());
+  auto r = simulate(in, gpuslice::Configuration{}, 0);
+  REQUIRE(r.ok());
+  REQUIRE(r->pods.size() == 2);
+  CHECK(r->pods[0].status == "Pending");
+  REQUIRE(r->pods[0].preemption.has_value());
+  CHECK(r->pods[0].preemption->node == "b");  // node a's pods are protected by the budget
+  CHECK(r->pods[0].preemption->victims == std::vector<std::string>{"ml/b2", "ml/b3"});
+  CHECK(r->pods[0].preemption->devices.at(0).uuid == "GPU-b");
+  CHECK_THAT(r->pods[0].message, Contains("preemption: would be preempting 2 pods on node b (ml/b2, ml/b3)."));
+  // Equal priority: nothing to preempt, the filters' message alone.
+  CHECK_FALSE(r->pods[1].preemption.has_value());
+  json::object out = simulation_to_json(r.value());
+  CHECK(out.at("pods").as_array().at(0).at("preemption").at("victims").as_array().size() == 2);
+  CHECK_FALSE(out.at("pods").as_array().at(1).as_object().contains("preemption"));
+  // Switched off: no preemption shown.
+  gpuslice::Configuration off;
+  off.scheduler.preemption.enabled = false;
+  auto r2 = simulate(in, off, 0);
+  REQUIRE(r2.ok());
+  CHECK_FALSE(r2->pods[0].preemption.has_value());
+  // A pod naming a PriorityClass that is not among the manifests: an error naming it.
+  auto unknown = parse_manifests(R"(
+kind: Pod
+metadata: {name: x}
+spec: {priorityClassName: gold, containers: [{name: c}]}
+)",
+                                 "x.yaml");
+  REQUIRE(unknown.ok());
+  SimulationInput bad;
+  bad.pod_files.emplace_back("x.yaml", unknown.value());
+  auto r3 = simulate(bad, gpuslice::Configuration{}, 0);
+  REQUIRE_FALSE(r3.ok());
+  CHECK_THAT(r3.message(), Contains("x.yaml: document 0: spec.priorityClassName: \"gold\""));
+}

@@ -15,6 +15,8 @@ PACKAGES=(
   libfmt-dev nlohmann-json3-dev
   # lab and e2e: network namespaces, Unix-socket bridges, Debian's etcd (fallback), HTTP tools, load generator
   iproute2 socat etcd-server curl openssl wrk jq python3 python3-yaml procps psmisc util-linux
+  # chaos e2e: the path to the API server cut by dropping packets inside a network namespace
+  iptables
   # e2e of the status page: Debian's chromium, headless (tests/e2e/status_page_test.sh)
   chromium
   # the container image (image/build.sh: umoci; tests/image/image_test.sh: podman with runc, skopeo)

@@ -100,6 +100,9 @@ else
   fail "failover: bind-phase success after the takeover" "bind-phase=\"$(pod_annotation "$NS" after-failover hami.io/bind-phase)\""
 fi
 
+# The independent accountant's verdict after the failover (HAMi's counting, from the API alone).
+accountant_check failover --namespace "$NS" --settle 30
+
 # Back to the lab's normal state: lab gpuslice restarted, replica 2 stopped (it releases the Lease).
 "$LAB" start a gpuslice >/dev/null 2>&1
 p=$(r2_pid) && kill -TERM "$p"

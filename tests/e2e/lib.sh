@@ -322,3 +322,14 @@ twin_cleanup() {
   wait_for 60 twin_ns_gone kca "$ns"
   wait_for 60 twin_ns_gone kcb "$ns"
 }
+
+# accountant_check ID [--namespace NS]... [--ledger FILE] [--settle S]: the independent accountant
+# (tests/e2e/accountant.py) on tenant-a from the API alone: no card over-committed as HAMi counts it, no GPU
+# pod of ours lost, no node lock left past its allocation. Reports PASS/FAIL "ID: accountant" with its verdict.
+accountant_check() {
+  local id=$1 out rc; shift
+  out=$(python3 "$E2E_ROOT/tests/e2e/accountant.py" --kubeconfig "$(tenant_dir a)/admin.kubeconfig" "$@" 2>&1)
+  rc=$?
+  if ((rc == 0)); then pass "$id: accountant's verdict" "$(tail -1 <<<"$out")"; else fail "$id: accountant's verdict" "$out"; fi
+  return $rc
+}

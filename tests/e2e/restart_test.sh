@@ -135,3 +135,5 @@ else
     "not success: $(kubectl -n "$NS" get pods -o json | jq -r '[.items[] | select(.spec.nodeName != null)
       | select(.metadata.annotations["hami.io/bind-phase"] != "success") | "\(.metadata.name)=\(.metadata.annotations["hami.io/bind-phase"])"] | join(",")'); locks: $(node_locks | xargs)"
 fi
+# The independent accountant's verdict (tests/e2e/accountant.py, HAMi's counting, from the API alone).
+accountant_check restart --namespace "$NS" --settle 30

@@ -216,6 +216,7 @@ if want 9 || want 10; then
       check_result "check 9" tenant-a ko "agent stopped: guard refuses GPU pods, plain pods and tenant-b fine; agent back restores" "${why[*]}"
     fi
   fi
+  want 9 && accountant_check "check 9 (tunnel cut and restored)" --namespace "$NSA" --settle 30
   if want 10; then
     h_out=$(doctor a); h_rc=$?
     h_fail=$(grep -E '^FAIL ' <<<"$h_out" | awk '{print $2}' | xargs)

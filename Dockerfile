@@ -11,7 +11,7 @@ ARG DEBIAN=debian:bookworm-slim
 
 FROM ${DEBIAN} AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
-      build-essential cmake ninja-build g++-12 pkg-config git ca-certificates \
+      build-essential cmake ninja-build g++-12 pkg-config git ca-certificates python3 \
       libboost1.81-dev libboost-json1.81-dev libssl-dev libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev catch2 \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src

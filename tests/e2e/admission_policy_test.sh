@@ -12,15 +12,17 @@
 #      reference) and in P (the policy's): schedulerName, every container's resources and env must be equal;
 #      the only difference allowed is the annotation each writes (gpuslice.io/gpu-request by the webhook,
 #      gpuslice.io/admitted-by: admission-policy by the policy);
-#   2. with the Konnectivity agent stopped (the tunnel down), a GPU pod in P is still admitted, mutated and
-#      bound by gpuslice, while the same pod in W is refused by the scheduler guard (the webhook is unreachable).
+#   2. namespace F has both (webhook and policy): the same spec as the webhook alone, and both annotations;
+#   3. with the Konnectivity agent stopped (the tunnel down), a GPU pod in P is still admitted, mutated and
+#      bound by gpuslice; in F it is admitted with the policy's mutation (the fallback); in W it is refused by the
+#      scheduler guard (the webhook is unreachable).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=lib.sh
 source "$ROOT/tests/e2e/lib.sh"
 CACHE=${GPUSLICE_LAB_CACHE:-$HOME/.cache/gpuslice-lab}
 HELM=$CACHE/bin/helm
-W=policy-ref-$$ P=policy-map-$$
+W=policy-ref-$$ P=policy-map-$$ F=policy-both-$$
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpuslice-policy-test.XXXXXX")
 use_tenant a || { fail "tenant a" "lab/lab.sh env a failed"; exit 1; }
 agent_stopped=false
@@ -28,7 +30,7 @@ cleanup() {
   use_tenant a
   $agent_stopped && { "$LAB" start a agent >/dev/null 2>&1 || echo "WARNING: could not restart tenant a's agent"; }
   [[ -s $work/policy.yaml ]] && kubectl delete -f "$work/policy.yaml" --wait=false >/dev/null 2>&1
-  kubectl delete namespace "$W" "$P" --wait=false >/dev/null 2>&1
+  kubectl delete namespace "$W" "$P" "$F" --wait=false >/dev/null 2>&1
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -41,9 +43,11 @@ pass "the API server serves MutatingAdmissionPolicy as $api"
 kubectl create namespace "$W" >/dev/null
 kubectl create namespace "$P" >/dev/null
 kubectl label namespace "$P" gpuslice.io/webhook=ignore gpuslice.io/e2e="$P" >/dev/null
+kubectl create namespace "$F" >/dev/null   # both: the webhook (not opted out) and the policy
+kubectl label namespace "$F" gpuslice.io/e2e="$F" >/dev/null
 if "$HELM" template e2e "$ROOT/charts/gpuslice" -s templates/admission-policy.yaml --set topology=policy \
      --set fullnameOverride=gpuslice-e2e-$$ --set admissionPolicy.apiVersion="$api" \
-     --set-json "admissionPolicy.namespaceSelector={\"matchLabels\":{\"gpuslice.io/e2e\":\"$P\"}}" >"$work/policy.yaml" 2>"$work/err" &&
+     --set-json "admissionPolicy.namespaceSelector={\"matchExpressions\":[{\"key\":\"gpuslice.io/e2e\",\"operator\":\"In\",\"values\":[\"$P\",\"$F\"]}]}" >"$work/policy.yaml" 2>"$work/err" &&
    out=$(kubectl apply -f "$work/policy.yaml" 2>&1); then
   pass "policy and binding applied ($api)" "$(tr '\n' ' ' <<<"$out")"
 else
@@ -119,6 +123,22 @@ out=$(printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: foreign, namespace: %s
 [[ $? -ne 0 && $out == *gpuslice-scheduler-guard* ]] && pass "a GPU pod naming another scheduler is not taken over by the policy (the guard refuses it)" "$out" ||
   fail "a GPU pod naming another scheduler is not taken over by the policy" "$out"
 
+section "policy and webhook together (the policy runs first, the webhook's mutation is idempotent)"
+pod_yaml both "$F" memory-only | kubectl create --dry-run=server -o json -f - >"$work/both.json" 2>&1
+if python3 - "$work/memory-only.webhook.json" "$work/both.json" <<'PY'
+import json, sys
+w, b = (json.load(open(f)) for f in sys.argv[1:3])
+strip = lambda o: [{k: c.get(k) for k in ("resources", "env")} for c in o["spec"]["containers"]]
+a = b["metadata"].get("annotations", {})
+ok = strip(w) == strip(b) and b["spec"]["schedulerName"] == w["spec"]["schedulerName"] and \
+     a.get("gpuslice.io/admitted-by") == "admission-policy" and \
+     a.get("gpuslice.io/gpu-request") == w["metadata"]["annotations"]["gpuslice.io/gpu-request"]
+print("spec as the webhook alone:", strip(b), "annotations:", sorted(a))
+sys.exit(0 if ok else 1)
+PY
+then pass "both: the same spec as the webhook alone, and both annotations"
+else fail "both: the same spec as the webhook alone, and both annotations" "$(head -c 400 "$work/both.json")"; fi
+
 section "the tunnel down: the policy needs no webhook"
 "$LAB" stop a agent >/dev/null 2>&1 && agent_stopped=true
 wait_for 20 bash -c "! curl -sf http://127.0.0.1:\$(( $(source "$LAB_STATE/lab.env"; echo "$KONN_PORT_BASE") + 2 ))/readyz" || true
@@ -128,6 +148,13 @@ if wait_for 30 pod_bound "$P" tunnel-down; then
     "schedulerName=$(pod_field "$P" tunnel-down '{.spec.schedulerName}') node=$(pod_field "$P" tunnel-down '{.spec.nodeName}') admitted-by=$(pod_field "$P" tunnel-down '{.metadata.annotations.gpuslice\.io/admitted-by}') allocated=$(pod_field "$P" tunnel-down '{.metadata.annotations.hami\.io/vgpu-devices-allocated}')"
 else
   fail "tunnel down: a GPU pod in the policy's namespace is bound" "$(cat "$work/p.out") $(pod_field "$P" tunnel-down '{.spec.schedulerName}') $(pod_message "$P" tunnel-down)"
+fi
+gpu_pod fallback 4000 15 | sed "s/^metadata:/metadata:\n  namespace: $F/" | kubectl apply -f - >"$work/f.out" 2>&1
+if wait_for 30 pod_bound "$F" fallback; then
+  pass "tunnel down: with policy and webhook, the policy is the fallback (webhook unreachable, pod admitted and bound)" \
+    "schedulerName=$(pod_field "$F" fallback '{.spec.schedulerName}') admitted-by=$(pod_field "$F" fallback '{.metadata.annotations.gpuslice\.io/admitted-by}') gpu-request=$(pod_field "$F" fallback '{.metadata.annotations.gpuslice\.io/gpu-request}') (none: the webhook was not reached)"
+else
+  fail "tunnel down: with policy and webhook, the policy is the fallback" "$(cat "$work/f.out") $(pod_message "$F" fallback)"
 fi
 t0=$(now_ms)
 out=$(gpu_pod tunnel-down 5000 25 | sed "s/^metadata:/metadata:\n  namespace: $W/" | kubectl create --dry-run=server -f - 2>&1)

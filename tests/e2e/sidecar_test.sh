@@ -70,7 +70,7 @@ else
 fi
 rm -f /tmp/sidecar-$$.out
 out=$(gpu_pod ref-pod 6000 20 | kubectl -n "$N" create --dry-run=server -f - 2>&1)
-[[ $? -ne 0 && $out == *gpuslice-scheduler-guard* ]] &&
+[[ $? -ne 0 && $out == *gpuslice-*scheduler-guard* ]] &&
   pass "tunnel down (and the worker-side gpuslice stopped): the same pod for the worker-side webhook is refused by the guard" "$out" ||
   fail "tunnel down: the same pod for the worker-side webhook is refused by the guard" "$out"
 grep -qE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$LAB_STATE/logs/a-sidecar.log" &&

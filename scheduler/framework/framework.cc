@@ -84,6 +84,33 @@ std::string join(const std::vector<std::string>& v, std::string_view sep) {
 
 }  // namespace
 
+PluginStatus Framework::pre_filter_all(const CycleContext& ctx, CycleState& state) const {
+  for (const auto& p : plugins_) {
+    PluginStatus st = p->pre_filter(ctx, state);
+    if (st.code == Code::skip) {
+      state.set_skip_filter(p->slot, true);
+      continue;
+    }
+    if (!st.ok()) {
+      return st;
+    }
+  }
+  return PluginStatus::success();
+}
+
+PluginStatus Framework::filter_all(const CycleContext& ctx, CycleState& state, const NodeState& node) const {
+  for (const auto& p : plugins_) {
+    if (state.skip_filter(p->slot)) {
+      continue;
+    }
+    PluginStatus st = p->filter(ctx, state, node);
+    if (!st.ok()) {
+      return st;
+    }
+  }
+  return PluginStatus::success();
+}
+
 Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const ScheduleOptions& options) const {
   Decision d;
   d.nodes_total = snap.node_count();
@@ -92,12 +119,8 @@ Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const Schedule
   CycleState state(plugins_.size());
 
   // ---- PreFilter ----
-  for (const auto& p : plugins_) {
-    PluginStatus st = p->pre_filter(ctx, state);
-    if (st.code == Code::skip) {
-      state.set_skip_filter(p->slot, true);
-      continue;
-    }
+  {
+    PluginStatus st = pre_filter_all(ctx, state);
     if (!st.ok()) {
       // FitError with a PreFilterMsg: the same status for every node, the message names it once.
       const std::string msg = join(st.reasons, ", ");
@@ -109,18 +132,7 @@ Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const Schedule
     }
   }
 
-  auto run_filters = [&](const NodeState& n, const CycleContext& c) -> PluginStatus {
-    for (const auto& p : plugins_) {
-      if (state.skip_filter(p->slot)) {
-        continue;
-      }
-      PluginStatus st = p->filter(c, state, n);
-      if (!st.ok()) {
-        return st;
-      }
-    }
-    return PluginStatus::success();
-  };
+  auto run_filters = [&](const NodeState& n, const CycleContext& c) -> PluginStatus { return filter_all(c, state, n); };
 
   // ---- Filter over the candidates the free-capacity index hands out, in GPU node-policy order ----
   bool scoring = false;
@@ -217,26 +229,13 @@ Framework::NodeCheck Framework::check_node(const Snapshot& snap, const PodInfo& 
   const PodFacts& facts = pod.facts ? *pod.facts : *empty_pod_facts();
   CycleContext ctx{snap, pod, facts, options, options.explain_failures};
   CycleState state(plugins_.size());
-  for (const auto& p : plugins_) {
-    PluginStatus st = p->pre_filter(ctx, state);
-    if (st.code == Code::skip) {
-      state.set_skip_filter(p->slot, true);
-      continue;
-    }
-    if (!st.ok()) {
-      out.status = std::move(st);
-      return out;
-    }
+  if (PluginStatus st = pre_filter_all(ctx, state); !st.ok()) {
+    out.status = std::move(st);
+    return out;
   }
-  for (const auto& p : plugins_) {
-    if (state.skip_filter(p->slot)) {
-      continue;
-    }
-    PluginStatus st = p->filter(ctx, state, node);
-    if (!st.ok()) {
-      out.status = std::move(st);
-      return out;
-    }
+  if (PluginStatus st = filter_all(ctx, state, node); !st.ok()) {
+    out.status = std::move(st);
+    return out;
   }
   out.decision.scheduled = true;
   out.decision.node = node.name;

@@ -150,6 +150,11 @@ class Framework {
   const Plugin* find(std::string_view name) const;
 
  private:
+  /// Every plugin's PreFilter in order (a skip marks the plugin's Filter skipped); the first failure, or success.
+  PluginStatus pre_filter_all(const CycleContext& ctx, CycleState& state) const;
+  /// Every Filter not skipped, in order, on `node`; the first failure, or success.
+  PluginStatus filter_all(const CycleContext& ctx, CycleState& state, const NodeState& node) const;
+
   std::vector<std::unique_ptr<Plugin>> plugins_;
 };
 

@@ -38,8 +38,11 @@ struct Options {
   std::string serving_cert;
   std::string tls_secret = "gpuslice-webhook-tls";
   std::string output = "text";
+  std::string config_file;
   int timeout_seconds = 15;
   Names names;
+  bool namespace_explicit = false, lease_explicit = false, lease_namespace_explicit = false,
+       scheduler_name_explicit = false;
 };
 
 // A GET whose 404 is an answer ("absent"), not a failure.
@@ -95,73 +98,187 @@ std::optional<std::string> read_small_file(const std::string& path) {
   return s;
 }
 
-asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& opt,
-                                 std::vector<CheckResult>& results) {
-  using namespace gpuslice::doctor;
-  const Names& names = opt.names;
-  const std::string adm = "/apis/admissionregistration.k8s.io/v1/";
+// A LIST whose 404 means "this API is not served" (an empty answer), not a failure.
+struct Listing {
+  std::vector<json::object> items;
+  bool served = true;
+  std::optional<ApiError> failure;
+};
 
-  // 1. webhook-config (+ its Service).
-  std::optional<WebhookRef> ref;
+// `options` must be a named local of the caller (g++ 12 double-destroys temporaries in co_await arguments).
+asio::awaitable<Listing> list_all(Client& client, std::string path, const gpuslice::kube::ListOptions& options) {
+  auto r = co_await client.list(std::move(path), options);
+  Listing out;
+  if (r) {
+    out.items = std::move(r->items);
+  } else if (r.error().is_not_found()) {
+    out.served = false;
+  } else {
+    out.failure = r.error();
+  }
+  co_return out;
+}
+
+gpuslice::doctor::Labels labels_of(const json::object& o) {
+  gpuslice::doctor::Labels out;
+  if (const auto* md = gpuslice::object_at(o, "metadata")) {
+    if (const auto* l = gpuslice::object_at(*md, "labels")) {
+      for (const auto& kv : *l) {
+        if (kv.value().is_string()) {
+          out.emplace(std::string(kv.key()), std::string(kv.value().get_string()));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+asio::awaitable<void> run_checks(std::shared_ptr<Client> client, Options opt, std::vector<CheckResult>& results) {
+  using namespace gpuslice::doctor;
+  Names& names = opt.names;
+  const std::string adm = "/apis/admissionregistration.k8s.io/";
+  const gpuslice::kube::Resource configmaps{"", "v1", "configmaps"};
+  const gpuslice::kube::Resource secrets{"", "v1", "secrets"};
   // GCC 12 mishandles non-trivial temporaries inside co_await expressions (double destruction): every
   // argument is a named local here.
-  std::string mwc_path =
-      adm + "mutatingwebhookconfigurations/" + gpuslice::kube::path_escape(names.webhook_configuration);
-  auto mwc = co_await lookup(*client, std::move(mwc_path));
-  if (mwc.failure) {
-    results.push_back(
-        failed_read("webhook-config", "MutatingWebhookConfiguration " + names.webhook_configuration, *mwc.failure));
+
+  const gpuslice::kube::ListOptions all;
+  // 0. What gpuslice's admission is, found by what the objects point at (doctor/diagnose.h: find_admission).
+  std::string mwc_path = adm + "v1/mutatingwebhookconfigurations";
+  auto mwcs = co_await list_all(*client, std::move(mwc_path), all);
+  std::string map_path = adm + "v1/mutatingadmissionpolicies";
+  auto maps = co_await list_all(*client, std::move(map_path), all);
+  std::string mapb_path = adm + "v1/mutatingadmissionpolicybindings";
+  if (!maps.served) {  // Kubernetes 1.34/1.35: beta behind the MutatingAdmissionPolicy gate
+    std::string beta_path = adm + "v1beta1/mutatingadmissionpolicies";
+    maps = co_await list_all(*client, std::move(beta_path), all);
+    mapb_path = adm + "v1beta1/mutatingadmissionpolicybindings";
+  }
+  Listing map_bindings;
+  if (maps.served && !maps.failure) {
+    map_bindings = co_await list_all(*client, std::move(mapb_path), all);
+  }
+  const gpuslice::kube::Resource namespaces{"", "v1", "namespaces"};
+  std::string ns_path = gpuslice::kube::object_path(namespaces, "", names.probe_namespace);
+  auto probe_ns = co_await lookup(*client, std::move(ns_path));
+  Labels ns_labels = probe_ns.object ? labels_of(*probe_ns.object) : Labels{};
+  const json::object gpu_probe = make_probe_pod(true, names.probe_namespace);
+  Labels pod_labels = labels_of(gpu_probe);
+
+  // gpuslice's namespace: --namespace, else the namespace of the Service a gpuslice webhook points at.
+  DiscoveryHints hints;
+  AdmissionPath path = find_admission(mwcs.items, maps.items, map_bindings.items, names, ns_labels, pod_labels, hints);
+  if (!opt.namespace_explicit && path.webhook && !path.webhook->ref.service_namespace.empty()) {
+    names.namespace_ = path.webhook->ref.service_namespace;
+  }
+  // gpuslice's configuration: --config, else a ConfigMap of kind GpusliceConfiguration in its namespace.
+  std::optional<FoundConfiguration> config;
+  if (!opt.config_file.empty()) {
+    auto c = gpuslice::load_configuration_file(opt.config_file);
+    if (c) {
+      config = FoundConfiguration{std::move(*c), "--config " + opt.config_file, "", {}};
+    } else {
+      config = FoundConfiguration{{}, "", "", {"--config " + opt.config_file + ": " + c.message()}};
+    }
+  } else {
+    std::string cm_path = gpuslice::kube::collection_path(configmaps, names.namespace_);
+    auto cms = co_await list_all(*client, std::move(cm_path), all);
+    std::optional<WebhookRef> wref;
+    if (path.webhook) {
+      wref = path.webhook->ref;
+    }
+    config = find_configuration(cms.items, names, wref);
+    if (cms.failure) {
+      config = FoundConfiguration{{}, "", "", {"ConfigMaps in " + names.namespace_ + ": " + cms.failure->to_string()}};
+    }
+  }
+  if (config && !config->source.empty()) {
+    if (auto port = webhook_port_of(config->config)) {
+      hints.webhook_ports.push_back(*port);
+    }
+    if (!opt.scheduler_name_explicit) {
+      names.scheduler_name = config->config.scheduler_name;
+    }
+    // Again, now that the configured webhook port is known (a URL webhook named otherwise).
+    path = find_admission(mwcs.items, maps.items, map_bindings.items, names, ns_labels, pod_labels, hints);
+  }
+  path.policies_served = maps.served;
+
+  // 1. webhook-config (+ its Service), 2. admission-policy.
+  std::optional<WebhookRef> ref;
+  if (mwcs.failure) {
+    results.push_back(failed_read("webhook-config", "MutatingWebhookConfigurations", *mwcs.failure));
   } else {
     std::optional<json::object> service;
     bool service_failed = false;
-    if (mwc.object) {
-      auto parsed = parse_webhook_config(*mwc.object, names);
-      if (parsed && !parsed->service_name.empty()) {
-        const gpuslice::kube::Resource services{"", "v1", "services"};
-        std::string svc_path = gpuslice::kube::object_path(services, parsed->service_namespace, parsed->service_name);
-        auto svc = co_await lookup(*client, std::move(svc_path));
-        if (svc.failure) {
-          results.push_back(failed_read(
-              "webhook-config", "Service " + parsed->service_namespace + "/" + parsed->service_name, *svc.failure));
-          service_failed = true;
-        }
-        service = std::move(svc.object);
+    if (path.webhook && !path.webhook->ref.service_name.empty()) {
+      const gpuslice::kube::Resource services{"", "v1", "services"};
+      std::string svc_path =
+          gpuslice::kube::object_path(services, path.webhook->ref.service_namespace, path.webhook->ref.service_name);
+      auto svc = co_await lookup(*client, std::move(svc_path));
+      if (svc.failure) {
+        results.push_back(failed_read(
+            "webhook-config", "Service " + path.webhook->ref.service_namespace + "/" + path.webhook->ref.service_name,
+            *svc.failure));
+        service_failed = true;
       }
+      service = std::move(svc.object);
     }
     if (!service_failed) {
-      results.push_back(check_webhook_config(mwc.object, service, names, ref));
+      results.push_back(check_webhook_config(path, service, names, ref));
     }
   }
+  if (maps.failure) {
+    results.push_back(failed_read("admission-policy", "MutatingAdmissionPolicies", *maps.failure));
+  } else if (map_bindings.failure) {
+    results.push_back(failed_read("admission-policy", "MutatingAdmissionPolicyBindings", *map_bindings.failure));
+  } else {
+    results.push_back(check_admission_policy(path, names));
+  }
 
-  // 2. serving-cert.
+  // 3. serving-cert.
   if (!ref) {
-    results.push_back(CheckResult{"serving-cert", Verdict::skip, {"no usable webhook configuration"}, {}, {}, {}});
+    results.push_back(CheckResult{"serving-cert",
+                                  Verdict::skip,
+                                  {path.topology == Topology::admission_policy
+                                       ? "no webhook serves the probe namespace: no serving certificate is used"
+                                       : "no usable webhook configuration"},
+                                  {},
+                                  {},
+                                  {}});
   } else {
     std::optional<std::string> pem;
     std::string source;
+    auto now = static_cast<int64_t>(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()));
     if (!opt.serving_cert.empty()) {
       pem = read_small_file(opt.serving_cert);
       source = "--serving-cert " + opt.serving_cert + (pem ? "" : ": cannot read");
     } else {
-      std::string ns = ref->service_namespace.empty() ? names.lease_namespace : ref->service_namespace;
-      source = "Secret " + ns + "/" + opt.tls_secret;
-      const gpuslice::kube::Resource secrets{"", "v1", "secrets"};
-      std::string secret_path = gpuslice::kube::object_path(secrets, ns, opt.tls_secret);
-      auto secret = co_await lookup(*client, std::move(secret_path));
-      if (secret.object) {
-        auto crt = tls_crt_from_secret(*secret.object);
-        if (crt) {
-          pem = std::move(*crt);
-        } else {
-          source += ": " + crt.message();
+      // The Secret in the webhook Service's namespace (url webhooks: gpuslice's), named --tls-secret or found by
+      // its chain to the caBundle (doctor/diagnose.h: pick_serving_certificate).
+      std::string ns = ref->service_namespace.empty() ? names.namespace_ : ref->service_namespace;
+      gpuslice::kube::ListOptions tls_only;
+      tls_only.field_selector = "type=kubernetes.io/tls";
+      std::string secrets_path = gpuslice::kube::collection_path(secrets, ns);
+      auto listed = co_await list_all(*client, std::move(secrets_path), tls_only);
+      if (listed.failure) {
+        // No list right: the named Secret only.
+        std::string secret_path = gpuslice::kube::object_path(secrets, ns, opt.tls_secret);
+        auto secret = co_await lookup(*client, std::move(secret_path));
+        if (secret.object) {
+          listed.items.push_back(std::move(*secret.object));
         }
+      }
+      auto picked = pick_serving_certificate(listed.items, opt.tls_secret, *ref, now);
+      if (picked) {
+        pem = std::move(picked->pem);
+        source = std::move(picked->source);
       } else {
-        source +=
-            secret.failure ? ": " + std::to_string(secret.failure->code) + " " + secret.failure->reason : ": not found";
+        source = "Secret " + ns + "/" + opt.tls_secret + ": not found, nor another kubernetes.io/tls Secret in " + ns +
+                 " chaining to the caBundle" + (listed.failure ? " (list: " + listed.failure->to_string() + ")" : "");
       }
     }
-    auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-    results.push_back(check_serving_cert(*ref, pem, source, static_cast<int64_t>(now)));
+    results.push_back(check_serving_cert(*ref, pem, source, now));
   }
 
   // Nodes: for the tunnel probe and the inventory.
@@ -195,26 +312,25 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
         failure = r.error();
       }
     }
-    results.push_back(check_tunnel(probe_node, failure));
+    results.push_back(check_tunnel(probe_node, failure, path.topology));
   }
 
-  // 4, 5. dry runs.
-  const json::object gpu_probe = make_probe_pod(true, names.probe_namespace);
+  // 5, 6. dry runs.
   auto gpu_result = co_await dry_run(*client, gpu_probe, opt);
-  results.push_back(check_gpu_dry_run(gpu_result, names));
+  results.push_back(check_gpu_dry_run(gpu_result, names, path.topology));
   const json::object plain_probe = make_probe_pod(false, names.probe_namespace);
   auto plain_result = co_await dry_run(*client, plain_probe, opt);
   results.push_back(check_plain_dry_run(plain_result, names));
 
-  // 6. scheduler-guard.
+  // 7. scheduler-guard.
   {
-    std::string policy_path = adm + "validatingadmissionpolicies/" + gpuslice::kube::path_escape(names.guard_policy);
+    std::string policy_path = adm + "v1/validatingadmissionpolicies/" + gpuslice::kube::path_escape(names.guard_policy);
     auto policy = co_await lookup(*client, std::move(policy_path));
     if (policy.failure) {
       results.push_back(
           failed_read("scheduler-guard", "ValidatingAdmissionPolicy " + names.guard_policy, *policy.failure));
     } else {
-      std::string bindings_path = adm + "validatingadmissionpolicybindings";
+      std::string bindings_path = adm + "v1/validatingadmissionpolicybindings";
       auto bindings = co_await client->list(std::move(bindings_path), list_options);
       if (!bindings) {
         results.push_back(failed_read("scheduler-guard", "ValidatingAdmissionPolicyBindings", bindings.error()));
@@ -224,28 +340,36 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, const Options& 
     }
   }
 
-  // 7. scheduler-lease.
+  // 8. scheduler-lease: the Lease the configuration names, by the rule serve uses.
+  const std::string lease_source = resolve_lease(names, config, opt.lease_explicit, opt.lease_namespace_explicit);
+  auto with_source = [&](CheckResult r) {
+    r.evidence.insert(r.evidence.begin(), lease_source);
+    if (config) {
+      r.evidence.insert(r.evidence.end(), config->notes.begin(), config->notes.end());
+    }
+    return r;
+  };
   if (names.lease_name.empty()) {
-    results.push_back(check_lease(std::nullopt, names, std::chrono::system_clock::now()));
+    results.push_back(with_source(check_lease(std::nullopt, names, std::chrono::system_clock::now())));
   } else {
     auto lease = co_await client->get_lease(names.lease_namespace, names.lease_name);
     if (lease) {
-      results.push_back(check_lease(*lease, names, std::chrono::system_clock::now()));
+      results.push_back(with_source(check_lease(*lease, names, std::chrono::system_clock::now())));
     } else if (lease.error().is_not_found()) {
-      results.push_back(check_lease(std::nullopt, names, std::chrono::system_clock::now()));
+      results.push_back(with_source(check_lease(std::nullopt, names, std::chrono::system_clock::now())));
     } else {
       results.push_back(
           failed_read("scheduler-lease", "Lease " + names.lease_namespace + "/" + names.lease_name, lease.error()));
     }
   }
 
-  // 8. gpu-inventory.
+  // 9. gpu-inventory.
   if (nodes) {
     results.push_back(check_inventory(nodes->items));
   } else {
     results.push_back(failed_read("gpu-inventory", "nodes", nodes.error()));
   }
-  correlate(results);
+  correlate(results, path);
   client->close_idle();
 }
 
@@ -254,15 +378,24 @@ std::function<int()> setup(CLI::App& app) {
   auto* sub = app.add_subcommand("doctor", "Check a tenant's gpuslice end to end (webhook, tunnel, scheduler, GPUs)");
   sub->add_option("--kubeconfig", opt->kubeconfig, "kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
   sub->add_option("--context", opt->context, "kubeconfig context (default: current-context)");
-  sub->add_option("--namespace", opt->names.lease_namespace, "gpuslice's namespace (its Lease)")
-      ->default_val(opt->names.lease_namespace);
-  sub->add_option("--webhook-name", opt->names.webhook_configuration, "MutatingWebhookConfiguration name")
-      ->default_val(opt->names.webhook_configuration);
+  auto* ns_flag = sub->add_option("--namespace", opt->names.namespace_,
+                                  "gpuslice's namespace: its ConfigMap, Secret and (unless the configuration names "
+                                  "another) its Lease (default: the webhook Service's, else gpuslice-system)");
+  auto* config_flag = sub->add_option("--config", opt->config_file,
+                                      "gpuslice's configuration file (default: the GpusliceConfiguration ConfigMap in "
+                                      "gpuslice's namespace), for its Lease and webhook port");
+  auto* webhook_name_flag = sub->add_option("--webhook-name", opt->names.webhook_configuration,
+                                            "MutatingWebhookConfiguration name (default: any that points at gpuslice, "
+                                            "\"gpuslice\" preferred)");
   sub->add_option("--webhook", opt->names.webhook, "webhooks[] entry name (default: the first)");
-  sub->add_option("--lease", opt->names.lease_name, "scheduler Lease name (empty: skip the lease check)")
-      ->default_val(opt->names.lease_name);
-  sub->add_option("--scheduler-name", opt->names.scheduler_name, "schedulerName the webhook writes")
-      ->default_val(opt->names.scheduler_name);
+  auto* lease_flag =
+      sub->add_option("--lease", opt->names.lease_name,
+                      "scheduler Lease name (default: the configuration's; empty: skip the lease check)");
+  auto* lease_ns_flag = sub->add_option("--lease-namespace", opt->names.lease_namespace,
+                                        "the Lease's namespace (default: the configuration's resourceNamespace, else "
+                                        "gpuslice's namespace: the rule serve uses)");
+  auto* sched_flag = sub->add_option("--scheduler-name", opt->names.scheduler_name,
+                                     "schedulerName the webhook writes (default: the configuration's)");
   sub->add_option("--guard-policy", opt->names.guard_policy, "ValidatingAdmissionPolicy of the scheduler guard")
       ->default_val(opt->names.guard_policy);
   sub->add_option("--probe-namespace", opt->names.probe_namespace,
@@ -278,7 +411,13 @@ std::function<int()> setup(CLI::App& app) {
   sub->add_option("--request-timeout", opt->timeout_seconds, "seconds per API request")
       ->default_val(opt->timeout_seconds)
       ->check(CLI::Range(1, 120));
-  return [opt]() -> int {
+  (void)config_flag;
+  return [opt, ns_flag, webhook_name_flag, lease_flag, lease_ns_flag, sched_flag]() -> int {
+    opt->namespace_explicit = ns_flag->count() > 0;
+    opt->names.webhook_configuration_explicit = webhook_name_flag->count() > 0;
+    opt->lease_explicit = lease_flag->count() > 0;
+    opt->lease_namespace_explicit = lease_ns_flag->count() > 0;
+    opt->scheduler_name_explicit = sched_flag->count() > 0;
     gpuslice::log::configure(gpuslice::log::Format::text, 0, stderr);
     auto env = gpuslice::kube::Environment::system();
     auto cfg = opt->context.empty() ? gpuslice::kube::load_default_config(opt->kubeconfig, env)

@@ -350,4 +350,14 @@ Result<Configuration> load_configuration_file(const std::string& path) {
   return r;
 }
 
+std::string effective_lease_namespace(const LeaderElectionConfig& leader_election, std::string_view running_namespace) {
+  if (!leader_election.lease_namespace.empty()) {
+    return leader_election.lease_namespace;
+  }
+  if (!running_namespace.empty()) {
+    return std::string(running_namespace);
+  }
+  return std::string(kDefaultNamespace);
+}
+
 }  // namespace gpuslice

@@ -57,7 +57,7 @@ struct WebhookConfig {
 struct LeaderElectionConfig {
   bool enabled = true;
   std::string lease_name = "gpuslice-scheduler";
-  std::string lease_namespace;  ///< empty: the pod's namespace (in-cluster) or kube-system
+  std::string lease_namespace;  ///< empty: see effective_lease_namespace()
   std::chrono::milliseconds lease_duration{15000};
   std::chrono::milliseconds renew_deadline{10000};
   std::chrono::milliseconds retry_period{2000};
@@ -99,6 +99,16 @@ struct Configuration {
   std::string logging_format = "text";
   int verbosity = 0;
 };
+
+/// The namespace of gpuslice's own objects when nothing names one: the manifests' (manifests/base) and the
+/// chart's default, where their RBAC grants the Lease.
+inline constexpr std::string_view kDefaultNamespace = "gpuslice-system";
+
+/// Where the scheduler's Lease lives, ONE rule for `serve` (which writes it) and `doctor` (which reads it):
+/// leaderElection.resourceNamespace when set, else the namespace gpuslice runs in (`running_namespace`: the
+/// ServiceAccount's namespace in-cluster, the ConfigMap's for doctor; empty out of cluster), else
+/// kDefaultNamespace.
+std::string effective_lease_namespace(const LeaderElectionConfig& leader_election, std::string_view running_namespace);
 
 /// Parses a configuration document. Unknown fields and bad values are errors naming the field path and
 /// the value, e.g. `scheduler.nodeLockTimeout: "5x" is not a duration`.

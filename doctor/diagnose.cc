@@ -6,6 +6,7 @@
 #include "common/gpu_request.h"
 #include "common/json_access.h"
 #include "common/quantity.h"
+#include "scheduler/framework/pod_facts.h"
 #include "scheduler/inventory.h"
 
 #include <boost/json/array.hpp>
@@ -233,36 +234,17 @@ std::string WebhookRef::server_name() const {
   return std::string(u.substr(0, u.rfind(':')));
 }
 
-Result<WebhookRef> parse_webhook_config(const json::object& mwc, const Names& names) {
-  const auto* hooks = array_at(mwc, "webhooks");
-  if (hooks == nullptr || hooks->empty()) {
-    return make_error("MutatingWebhookConfiguration " + names.webhook_configuration + ": webhooks: empty");
-  }
-  const json::object* hook = nullptr;
-  std::vector<std::string> seen;
-  for (const auto& h : *hooks) {
-    if (!h.is_object()) {
-      continue;
-    }
-    std::string n = string_at(h.get_object(), "name");
-    seen.push_back(n);
-    if (names.webhook.empty() || n == names.webhook) {
-      hook = &h.get_object();
-      break;
-    }
-  }
-  if (hook == nullptr) {
-    return make_error("MutatingWebhookConfiguration " + names.webhook_configuration + ": no webhooks[] entry named \"" +
-                      names.webhook + "\" (entries: " + join(seen, ", ") + ")");
-  }
+namespace {
+
+Result<WebhookRef> parse_webhook_entry(const json::object& hook) {
   WebhookRef ref;
-  ref.entry = string_at(*hook, "name");
-  ref.failure_policy = string_at(*hook, "failurePolicy");
+  ref.entry = string_at(hook, "name");
+  ref.failure_policy = string_at(hook, "failurePolicy");
   if (ref.failure_policy.empty()) {
     ref.failure_policy = "Fail";
   }
-  ref.timeout_seconds = static_cast<int>(int_at(*hook, "timeoutSeconds").value_or(10));
-  const auto* cc = object_at(*hook, "clientConfig");
+  ref.timeout_seconds = static_cast<int>(int_at(hook, "timeoutSeconds").value_or(10));
+  const auto* cc = object_at(hook, "clientConfig");
   if (cc == nullptr) {
     return make_error("webhooks[" + ref.entry + "].clientConfig: missing");
   }
@@ -288,31 +270,392 @@ Result<WebhookRef> parse_webhook_config(const json::object& mwc, const Names& na
   return ref;
 }
 
+bool has_string(const json::array* a, std::initializer_list<std::string_view> wanted) {
+  if (a == nullptr) {
+    return false;
+  }
+  for (const auto& v : *a) {
+    if (!v.is_string()) {
+      continue;
+    }
+    for (auto w : wanted) {
+      if (v.get_string() == w) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+std::string name_of_object(const json::object& o) {
+  const auto* md = object_at(o, "metadata");
+  return md ? string_at(*md, "name") : std::string();
+}
+
+Labels labels_at(const json::object& o) {
+  Labels out;
+  if (const auto* md = object_at(o, "metadata")) {
+    if (const auto* l = object_at(*md, "labels")) {
+      for (const auto& kv : *l) {
+        if (kv.value().is_string()) {
+          out.emplace(std::string(kv.key()), std::string(kv.value().get_string()));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+bool labelled_gpuslice(const json::object& o) {
+  auto l = labels_at(o);
+  auto it = l.find("app.kubernetes.io/name");
+  return it != l.end() && it->second == "gpuslice";
+}
+
+// A metav1.LabelSelector field of `o` (absent: everything) against `labels`; `why` gets the reason it does not.
+bool selector_selects(const json::object& o, std::string_view field, const Labels& labels, std::string& why) {
+  const auto* sel = object_at(o, field);
+  if (sel == nullptr) {
+    return true;
+  }
+  auto parsed = scheduler::parse_label_selector(*sel, std::string(field));
+  if (!parsed) {
+    why = parsed.message();
+    return false;
+  }
+  if (parsed->matches(labels)) {
+    return true;
+  }
+  why = std::string(field) + " " + json::serialize(*sel) + " does not select it";
+  return false;
+}
+
+// host and port of https://host[:port]/path (port 443 when absent); host without brackets.
+std::pair<std::string, int> url_host_port(std::string_view u) {
+  if (auto p = u.find("://"); p != std::string_view::npos) {
+    u.remove_prefix(p + 3);
+  }
+  u = u.substr(0, u.find('/'));
+  std::string host;
+  std::string_view rest;
+  if (!u.empty() && u.front() == '[') {
+    auto close = u.find(']');
+    host = std::string(u.substr(1, close == std::string_view::npos ? std::string_view::npos : close - 1));
+    rest = close == std::string_view::npos ? std::string_view() : u.substr(close + 1);
+  } else {
+    auto colon = u.rfind(':');
+    host = std::string(u.substr(0, colon));
+    rest = colon == std::string_view::npos ? std::string_view() : u.substr(colon);
+  }
+  int port = 443;
+  if (rest.size() > 1 && rest.front() == ':') {
+    port = 0;
+    for (char c : rest.substr(1)) {
+      if (!std::isdigit(static_cast<unsigned char>(c)) || port > 65535) {
+        return {host, -1};
+      }
+      port = port * 10 + (c - '0');
+    }
+  }
+  return {host, port};
+}
+
+bool loopback_host(std::string_view h) {
+  return h == "localhost" || h == "::1" || h.starts_with("127.");
+}
+
+std::string url_path(std::string_view u) {
+  if (auto p = u.find("://"); p != std::string_view::npos) {
+    u.remove_prefix(p + 3);
+  }
+  auto slash = u.find('/');
+  return slash == std::string_view::npos ? std::string() : std::string(u.substr(slash));
+}
+
+// Whether a policy's mutations write `scheduler` into /spec/schedulerName (the CEL text names both).
+bool policy_writes_scheduler(const json::object& spec, std::string_view scheduler) {
+  const auto* muts = array_at(spec, "mutations");
+  if (muts == nullptr) {
+    return false;
+  }
+  for (const auto& m : *muts) {
+    if (!m.is_object()) {
+      continue;
+    }
+    std::string text = json::serialize(m);  // jsonPatch.expression or applyConfiguration.expression
+    if (contains(text, "schedulerName") && contains(text, std::string(scheduler))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+const char* topology_name(Topology t) {
+  switch (t) {
+    case Topology::service_webhook:
+      return "service webhook";
+    case Topology::url_webhook:
+      return "url webhook";
+    case Topology::admission_policy:
+      return "admission policy";
+    case Topology::none:
+      return "none";
+  }
+  return "none";
+}
+
+bool intercepts_pod_create(const json::array* rules) {
+  if (rules == nullptr) {
+    return false;
+  }
+  for (const auto& r : *rules) {
+    if (!r.is_object()) {
+      continue;
+    }
+    const auto& o = r.get_object();
+    if (has_string(array_at(o, "operations"), {"CREATE", "*"}) && has_string(array_at(o, "apiGroups"), {"", "*"}) &&
+        has_string(array_at(o, "resources"), {"pods", "*"})) {
+      return true;
+    }
+  }
+  return false;
+}
+
+Result<WebhookRef> parse_webhook_config(const json::object& mwc, const Names& names) {
+  const auto* hooks = array_at(mwc, "webhooks");
+  if (hooks == nullptr || hooks->empty()) {
+    return make_error("MutatingWebhookConfiguration " + names.webhook_configuration + ": webhooks: empty");
+  }
+  const json::object* hook = nullptr;
+  std::vector<std::string> seen;
+  for (const auto& h : *hooks) {
+    if (!h.is_object()) {
+      continue;
+    }
+    std::string n = string_at(h.get_object(), "name");
+    seen.push_back(n);
+    if (names.webhook.empty() || n == names.webhook) {
+      hook = &h.get_object();
+      break;
+    }
+  }
+  if (hook == nullptr) {
+    return make_error("MutatingWebhookConfiguration " + names.webhook_configuration + ": no webhooks[] entry named \"" +
+                      names.webhook + "\" (entries: " + join(seen, ", ") + ")");
+  }
+  return parse_webhook_entry(*hook);
+}
+
+AdmissionPath find_admission(const std::vector<json::object>& webhook_configurations,
+                             const std::vector<json::object>& policies,
+                             const std::vector<json::object>& policy_bindings, const Names& names,
+                             const Labels& probe_namespace_labels, const Labels& probe_pod_labels,
+                             const DiscoveryHints& hints) {
+  AdmissionPath path;
+  for (const auto& mwc : webhook_configurations) {
+    const std::string config_name = name_of_object(mwc);
+    if (names.webhook_configuration_explicit && config_name != names.webhook_configuration) {
+      continue;
+    }
+    const auto* hooks = array_at(mwc, "webhooks");
+    if (hooks == nullptr) {
+      continue;
+    }
+    for (const auto& h : *hooks) {
+      if (!h.is_object()) {
+        continue;
+      }
+      const auto& hook = h.get_object();
+      const std::string entry = string_at(hook, "name");
+      if (!names.webhook.empty() && entry != names.webhook) {
+        continue;
+      }
+      if (!intercepts_pod_create(array_at(hook, "rules"))) {
+        continue;
+      }
+      auto ref = parse_webhook_entry(hook);
+      std::string reason;
+      if (config_name == names.webhook_configuration) {
+        reason = "named " + config_name;
+      } else if (entry.ends_with(".gpuslice.io")) {
+        reason = "webhooks[].name " + entry;
+      } else if (labelled_gpuslice(mwc)) {
+        reason = "labelled app.kubernetes.io/name=gpuslice";
+      } else if (ref && !ref->service_name.empty() && ref->service_namespace == names.namespace_ &&
+                 ref->path == "/mutate") {
+        reason = "points at Service " + ref->service_namespace + "/" + ref->service_name + " /mutate";
+      } else if (ref && !ref->url.empty()) {
+        auto [host, port] = url_host_port(ref->url);
+        if (loopback_host(host) && url_path(ref->url) == "/mutate" &&
+            std::find(hints.webhook_ports.begin(), hints.webhook_ports.end(), port) != hints.webhook_ports.end()) {
+          reason = "points at gpuslice's configured webhook port " + std::to_string(port) + " on localhost";
+        }
+      }
+      if (reason.empty()) {
+        continue;  // another project's pod webhook
+      }
+      if (!ref) {
+        path.notes.push_back("MutatingWebhookConfiguration " + config_name + " (" + reason + "): " + ref.message());
+        continue;
+      }
+      FoundWebhook found{config_name, std::move(*ref), std::move(reason), true, {}};
+      std::string why;
+      if (!selector_selects(hook, "namespaceSelector", probe_namespace_labels, why) ||
+          !selector_selects(hook, "objectSelector", probe_pod_labels, why)) {
+        found.selects_probe = false;
+        found.selector_note = std::move(why);
+      }
+      path.webhooks.push_back(std::move(found));
+    }
+  }
+  // The preferred name first, then by configuration name (the API server's list order).
+  std::stable_sort(path.webhooks.begin(), path.webhooks.end(), [&](const FoundWebhook& a, const FoundWebhook& b) {
+    return (a.configuration == names.webhook_configuration) > (b.configuration == names.webhook_configuration);
+  });
+  for (const auto& w : path.webhooks) {
+    if (w.selects_probe) {
+      path.webhook = w;
+      break;
+    }
+  }
+
+  for (const auto& p : policies) {
+    const auto* spec = object_at(p, "spec");
+    if (spec == nullptr) {
+      continue;
+    }
+    const auto* mc = object_at(*spec, "matchConstraints");
+    if (mc == nullptr || !intercepts_pod_create(array_at(*mc, "resourceRules"))) {
+      continue;
+    }
+    std::string reason;
+    if (policy_writes_scheduler(*spec, names.scheduler_name)) {
+      reason = "writes spec.schedulerName " + names.scheduler_name;
+    } else if (labelled_gpuslice(p)) {
+      reason = "labelled app.kubernetes.io/name=gpuslice";
+    } else {
+      continue;
+    }
+    FoundPolicy found{name_of_object(p), string_at(p, "apiVersion"), std::move(reason), {}, {}};
+    std::string why;
+    bool constraints_select = selector_selects(*mc, "namespaceSelector", probe_namespace_labels, why) &&
+                              selector_selects(*mc, "objectSelector", probe_pod_labels, why);
+    for (const auto& b : policy_bindings) {
+      const auto* bspec = object_at(b, "spec");
+      if (bspec == nullptr || string_at(*bspec, "policyName") != found.name) {
+        continue;
+      }
+      const auto* mr = object_at(*bspec, "matchResources");
+      std::string bwhy;
+      bool selects = constraints_select &&
+                     (mr == nullptr || (selector_selects(*mr, "namespaceSelector", probe_namespace_labels, bwhy) &&
+                                        selector_selects(*mr, "objectSelector", probe_pod_labels, bwhy)));
+      (selects ? found.bindings : found.other_bindings).push_back(name_of_object(b));
+    }
+    path.policies.push_back(std::move(found));
+  }
+  for (const auto& p : path.policies) {
+    if (!p.bindings.empty()) {
+      path.policy = p;
+      break;
+    }
+  }
+  path.topology = path.webhook
+                      ? (path.webhook->ref.service_name.empty() ? Topology::url_webhook : Topology::service_webhook)
+                  : path.policy ? Topology::admission_policy
+                                : Topology::none;
+  return path;
+}
+
 CheckResult check_webhook_config(const std::optional<json::object>& mwc, const std::optional<json::object>& service,
+                                 const Names& names, std::optional<WebhookRef>& out) {
+  std::vector<json::object> mwcs;
+  if (mwc) {
+    mwcs.push_back(*mwc);
+    // One configuration given: it is the one, whatever its name.
+  }
+  Names n = names;
+  n.webhook_configuration = mwc ? name_of_object(*mwc) : names.webhook_configuration;
+  n.webhook_configuration_explicit = true;
+  AdmissionPath path = find_admission(mwcs, {}, {}, n, {}, {});
+  if (mwc && path.webhooks.empty() && path.notes.empty()) {
+    // Not a pod webhook at all: report its first entry's parse result as before.
+    auto ref = parse_webhook_config(*mwc, n);
+    if (!ref) {
+      path.notes.push_back(ref.message());
+    }
+  }
+  return check_webhook_config(path, service, n, out);
+}
+
+CheckResult check_webhook_config(const AdmissionPath& path, const std::optional<json::object>& service,
                                  const Names& names, std::optional<WebhookRef>& out) {
   const std::string check = "webhook-config";
   out.reset();
-  if (!mwc) {
-    return make_fail(check, {"MutatingWebhookConfiguration " + names.webhook_configuration + ": not found"},
-                     {"gpuslice's webhook is not registered: no pod is mutated and GPU pods are refused by the guard "
-                      "(or, without the guard, go to the default scheduler)",
-                      "apply the manifests: kubectl apply -k manifests/overlays/<tenant>", "webhook-config-missing"});
-  }
-  auto ref = parse_webhook_config(*mwc, names);
-  if (!ref) {
-    return make_fail(
-        check, {ref.message()},
-        {"the MutatingWebhookConfiguration is incomplete or names another webhook",
-         "re-apply manifests/base/webhook.yaml, or pass --webhook with the entry's name", "webhook-config-invalid"});
-  }
-  const auto& r = *ref;
   std::vector<std::string> ev;
+  for (const auto& w : path.webhooks) {
+    if (!w.selects_probe) {
+      ev.push_back("MutatingWebhookConfiguration " + w.configuration + " (" + w.reason + "), webhook " + w.ref.entry +
+                   ": not for namespace " + names.probe_namespace + ": " + w.selector_note);
+    }
+  }
+  ev.insert(ev.end(), path.notes.begin(), path.notes.end());
+  if (!path.webhook) {
+    if (path.policy) {
+      ev.push_back("no gpuslice webhook serves namespace " + names.probe_namespace +
+                   ": GPU pods there are mutated inside the API server by MutatingAdmissionPolicy " +
+                   path.policy->name + " (see admission-policy)");
+      return CheckResult{check, Verdict::skip, std::move(ev), {}, {}, {}};
+    }
+    if (path.webhooks.empty() && path.notes.empty()) {
+      ev.insert(
+          ev.begin(),
+          names.webhook_configuration_explicit
+              ? "MutatingWebhookConfiguration " + names.webhook_configuration + ": not found, or it mutates no pods"
+              : "no MutatingWebhookConfiguration mutating pods points at gpuslice (looked for the name " +
+                    names.webhook_configuration +
+                    ", an entry *.gpuslice.io, the label app.kubernetes.io/name=gpuslice, a Service in " +
+                    names.namespace_ + ", a URL on localhost on gpuslice's webhook port)");
+      return make_fail(check, std::move(ev),
+                       {"gpuslice's webhook is not registered (and no gpuslice MutatingAdmissionPolicy is bound): no "
+                        "pod is mutated and GPU pods are refused by the guard (or, without the guard, go to the "
+                        "default scheduler)",
+                        "apply the manifests (kubectl apply -k manifests/overlays/<tenant>, or helm install "
+                        "charts/gpuslice); pass --webhook-name if yours is named otherwise",
+                        "webhook-config-missing"});
+    }
+    if (!path.notes.empty() && path.webhooks.empty()) {
+      return make_fail(
+          check, std::move(ev),
+          {"the MutatingWebhookConfiguration is incomplete or names another webhook",
+           "re-apply manifests/base/webhook.yaml, or pass --webhook with the entry's name", "webhook-config-invalid"});
+    }
+    return make_fail(check, std::move(ev),
+                     {"no gpuslice webhook (nor a bound gpuslice MutatingAdmissionPolicy) serves namespace " +
+                          names.probe_namespace + ": its GPU pods are refused by the guard",
+                      "pass --probe-namespace with a namespace gpuslice serves, or fix the webhook's "
+                      "namespaceSelector/objectSelector (or the policy binding's)",
+                      "namespace-not-served"});
+  }
+  const FoundWebhook& w = *path.webhook;
+  const WebhookRef& r = w.ref;
   std::string target = r.service_name.empty() ? "url " + r.url
                                               : "service " + r.service_namespace + "/" + r.service_name + ":" +
                                                     std::to_string(r.port) + (r.path.empty() ? "" : r.path);
-  ev.push_back("MutatingWebhookConfiguration " + names.webhook_configuration + ", webhook " + r.entry + " -> " +
+  ev.push_back("MutatingWebhookConfiguration " + w.configuration + " (" + w.reason + "), webhook " + r.entry + " -> " +
                target + " (failurePolicy " + r.failure_policy + ", timeoutSeconds " +
                std::to_string(r.timeout_seconds) + ")");
+  if (path.webhooks.size() > 1) {
+    std::vector<std::string> others;
+    for (const auto& o : path.webhooks) {
+      if (o.configuration != w.configuration || o.ref.entry != w.ref.entry) {
+        others.push_back(o.configuration + "/" + o.ref.entry + (o.selects_probe ? " (also serves it)" : ""));
+      }
+    }
+    ev.push_back("other gpuslice webhooks: " + join(others, ", "));
+  }
   if (!r.ca_bundle_valid_base64) {
     return make_fail(check, ev,
                      {"clientConfig.caBundle is not valid base64",
@@ -328,11 +671,23 @@ CheckResult check_webhook_config(const std::optional<json::object>& mwc, const s
          "apply the overlay with the certs-gpuslice component (or cert-manager's CA injection)", "ca-bundle-missing"});
   }
   if (r.service_name.empty()) {
-    ev.push_back("registered by url: under Kamaji the API server dials url webhooks directly, not through the tunnel");
-    return make_fail(check, ev,
-                     {"url-mode registration bypasses the Konnectivity tunnel, so a webhook on the worker is "
-                      "unreachable from a hosted control plane",
-                      "register the webhook by clientConfig.service (manifests/base/webhook.yaml)", "url-mode"});
+    auto [host, port] = url_host_port(r.url);
+    if (!r.url.starts_with("https://") || port <= 0) {
+      ev.push_back("clientConfig.url: \"" + r.url + "\" is not https://host[:port]/path");
+      return make_fail(
+          check, ev,
+          {"the API server only calls webhooks over https", "set clientConfig.url to https://...", "url-invalid"});
+    }
+    if (loopback_host(host)) {
+      ev.push_back("registered by url on localhost (" + host + ":" + std::to_string(port) +
+                   "): the sidecar topology, the API server calls gpuslice beside it in its own network, no tunnel");
+    } else {
+      ev.push_back("registered by url " + host + ":" + std::to_string(port) +
+                   ": the API server dials it directly (under Kamaji from the management cluster, not through the "
+                   "tunnel), so it must be reachable there; the dry run below is the proof");
+    }
+    out = r;
+    return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
   }
   if (!service) {
     ev.push_back("Service " + r.service_namespace + "/" + r.service_name + ": not found");
@@ -342,17 +697,11 @@ CheckResult check_webhook_config(const std::optional<json::object>& mwc, const s
   }
   const auto* spec = object_at(*service, "spec");
   std::string type = spec ? string_at(*spec, "type") : std::string();
-  std::string detail = type.empty() ? "ClusterIP" : type;
-  if (type == "ExternalName") {
-    detail += " " + string_at(*spec, "externalName");
-  } else if (spec) {
-    std::string ip = string_at(*spec, "clusterIP");
-    if (!ip.empty()) {
-      detail += " " + ip;
-    }
+  if (type.empty()) {
+    type = "ClusterIP";
   }
-  bool port_found = false;
   std::vector<std::string> ports;
+  bool port_found = false;
   if (spec) {
     if (const auto* ps = array_at(*spec, "ports")) {
       for (const auto& p : *ps) {
@@ -366,8 +715,39 @@ CheckResult check_webhook_config(const std::optional<json::object>& mwc, const s
       }
     }
   }
-  ev.push_back("Service " + r.service_namespace + "/" + r.service_name + ": " + detail + ", ports " +
+  const std::string svc_id = "Service " + r.service_namespace + "/" + r.service_name;
+  // How kube-apiserver turns a service reference into an address (staging/src/k8s.io/apiserver/pkg/util/proxy/
+  // proxy.go, ResolveCluster): ExternalName -> <externalName>:<clientConfig.service.port>, the Service's ports
+  // unused; ClusterIP/NodePort/LoadBalancer -> <clusterIP>:<the Service port equal to clientConfig.service.port>;
+  // headless (clusterIP None) and other types cannot be routed.
+  if (type == "ExternalName") {
+    std::string external = spec ? string_at(*spec, "externalName") : std::string();
+    ev.push_back(svc_id + ": ExternalName " + (external.empty() ? std::string("(empty)") : external) +
+                 ": the API server dials " + external + ":" + std::to_string(r.port) +
+                 " (clientConfig.service.port; the Service's ports are not used" +
+                 (ports.empty() ? std::string() : ", it lists " + join(ports, ",")) + ")");
+    if (external.empty()) {
+      return make_fail(check, ev,
+                       {"the ExternalName Service names no host (spec.externalName is empty)",
+                        "set spec.externalName to the host gpuslice's webhook answers on", "service-invalid"});
+    }
+    out = r;
+    return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
+  }
+  std::string ip = spec ? string_at(*spec, "clusterIP") : std::string();
+  ev.push_back(svc_id + ": " + type + (ip.empty() ? std::string() : " " + ip) + ", ports " +
                (ports.empty() ? std::string("none") : join(ports, ",")));
+  if (type != "ClusterIP" && type != "NodePort" && type != "LoadBalancer") {
+    return make_fail(check, ev,
+                     {"the API server cannot route a webhook to a Service of type " + type,
+                      "use a ClusterIP (or ExternalName) Service", "service-type-unsupported"});
+  }
+  if (ip == "None") {
+    return make_fail(check, ev,
+                     {"the Service is headless (spec.clusterIP: None): the API server cannot route a webhook to it",
+                      "use a Service with a cluster IP (manifests/base/service.yaml) or an ExternalName Service",
+                      "service-headless"});
+  }
   if (!port_found) {
     return make_fail(check, ev,
                      {"the Service has no port " + std::to_string(r.port) +
@@ -376,6 +756,161 @@ CheckResult check_webhook_config(const std::optional<json::object>& mwc, const s
   }
   out = r;
   return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
+}
+
+CheckResult check_admission_policy(const AdmissionPath& path, const Names& names) {
+  const std::string check = "admission-policy";
+  std::vector<std::string> ev;
+  if (!path.policies_served && path.policies.empty()) {
+    ev.push_back("the API server serves no MutatingAdmissionPolicy (admissionregistration.k8s.io v1 or v1beta1)");
+    return CheckResult{check, Verdict::skip, std::move(ev), {}, {}, {}};
+  }
+  for (const auto& p : path.policies) {
+    ev.push_back("MutatingAdmissionPolicy " + p.name + " (" + p.api_version + ", " + p.reason + "): bound for " +
+                 names.probe_namespace + " by " + (p.bindings.empty() ? std::string("none") : join(p.bindings, ",")) +
+                 (p.other_bindings.empty() ? std::string() : "; other bindings " + join(p.other_bindings, ",")));
+  }
+  if (path.policy) {
+    ev.push_back(path.webhook ? "with the webhook: the API server applies the policy, then calls the webhook (whose "
+                                "mutation is idempotent); the policy admits GPU pods while the webhook is unreachable"
+                              : "GPU pods of " + names.probe_namespace +
+                                    " are mutated inside the API server: no webhook call, no tunnel");
+    return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
+  }
+  if (path.policies.empty()) {
+    ev.push_back("no gpuslice MutatingAdmissionPolicy (none writes spec.schedulerName " + names.scheduler_name +
+                 " or is labelled app.kubernetes.io/name=gpuslice)");
+    return CheckResult{check, Verdict::skip, std::move(ev), {}, {}, {}};
+  }
+  if (path.webhook) {
+    ev.push_back("not bound for " + names.probe_namespace + ": the webhook serves it");
+    return CheckResult{check, Verdict::skip, std::move(ev), {}, {}, {}};
+  }
+  return make_fail(
+      check, std::move(ev),
+      {"gpuslice's MutatingAdmissionPolicy exists but no MutatingAdmissionPolicyBinding selects namespace " +
+           names.probe_namespace + ", and no webhook serves it: its GPU pods are refused by the guard",
+       "apply the policy's binding (charts/gpuslice topology=policy renders it) or fix its "
+       "matchResources.namespaceSelector",
+       "policy-unbound"});
+}
+
+// ---- gpuslice's configuration and Lease -------------------------------------------------------------------------
+
+std::optional<int> webhook_port_of(const Configuration& config) {
+  if (!config.webhook.enabled) {
+    return std::nullopt;
+  }
+  const std::string& a = config.webhook.bind_address;
+  auto colon = a.rfind(':');
+  if (colon == std::string::npos || colon + 1 >= a.size()) {
+    return std::nullopt;
+  }
+  int port = 0;
+  for (char c : std::string_view(a).substr(colon + 1)) {
+    if (!std::isdigit(static_cast<unsigned char>(c)) || port > 65535) {
+      return std::nullopt;
+    }
+    port = port * 10 + (c - '0');
+  }
+  return port;
+}
+
+namespace {
+bool loopback_bind(const Configuration& c) {
+  const std::string& a = c.webhook.bind_address;
+  std::string host = a.substr(0, a.rfind(':'));
+  if (!host.empty() && host.front() == '[') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return loopback_host(host);
+}
+}  // namespace
+
+std::optional<FoundConfiguration> find_configuration(const std::vector<json::object>& config_maps, const Names& names,
+                                                     const std::optional<WebhookRef>& webhook) {
+  struct Candidate {
+    FoundConfiguration found;
+    int rank = 0;  // lower is better
+  };
+  std::vector<Candidate> candidates;
+  std::vector<std::string> notes;
+  for (const auto& cm : config_maps) {
+    const auto* data = object_at(cm, "data");
+    if (data == nullptr) {
+      continue;
+    }
+    const auto* md = object_at(cm, "metadata");
+    std::string ns = md ? string_at(*md, "namespace") : std::string();
+    std::string id = "ConfigMap " + ns + "/" + name_of_object(cm);
+    for (const auto& kv : *data) {
+      if (!kv.value().is_string() || !contains(kv.value().get_string(), "GpusliceConfiguration")) {
+        continue;
+      }
+      std::string source = id + " (" + std::string(kv.key()) + ")";
+      auto parsed = parse_configuration(std::string_view(kv.value().get_string()));
+      if (!parsed) {
+        notes.push_back(source + ": " + parsed.message());
+        continue;
+      }
+      int rank = parsed->scheduler_name == names.scheduler_name ? 0 : 4;
+      if (webhook && !webhook->url.empty()) {
+        auto [host, port] = url_host_port(webhook->url);
+        rank += webhook_port_of(*parsed) == port ? 0 : 2;
+      } else if (webhook) {
+        rank += parsed->webhook.enabled && loopback_bind(*parsed) ? 2 : 0;
+      }
+      candidates.push_back({FoundConfiguration{std::move(*parsed), source, ns, {}}, rank});
+    }
+  }
+  if (candidates.empty()) {
+    if (notes.empty()) {
+      return std::nullopt;
+    }
+    // Only broken ones: say so through the notes of an empty result.
+    FoundConfiguration none;
+    none.source = "";
+    none.notes = std::move(notes);
+    return none;
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.rank < b.rank; });
+  FoundConfiguration out = std::move(candidates.front().found);
+  out.notes = std::move(notes);
+  for (std::size_t i = 1; i < candidates.size(); ++i) {
+    out.notes.push_back("also found " + candidates[i].found.source + " (not the one serving this webhook)");
+  }
+  return out;
+}
+
+std::string resolve_lease(Names& names, const std::optional<FoundConfiguration>& config, bool lease_name_explicit,
+                          bool lease_namespace_explicit) {
+  const bool have = config && !config->source.empty();
+  std::string evidence;
+  if (have && !config->config.scheduler.leader_election.enabled && !lease_name_explicit) {
+    names.lease_name.clear();
+    return "leader election is off in " + config->source + " (scheduler.leaderElection.leaderElect: false)";
+  }
+  if (!lease_name_explicit) {
+    names.lease_name = have ? config->config.scheduler.leader_election.lease_name : LeaderElectionConfig{}.lease_name;
+  }
+  if (!lease_namespace_explicit) {
+    // The rule serve uses (scheduler/loop_service.cc): resourceNamespace, else where gpuslice runs.
+    const LeaderElectionConfig le = have ? config->config.scheduler.leader_election : LeaderElectionConfig{};
+    const std::string running = have && !config->namespace_.empty() ? config->namespace_ : names.namespace_;
+    names.lease_namespace = effective_lease_namespace(le, running);
+  }
+  if (lease_name_explicit && lease_namespace_explicit) {
+    return "Lease from --lease and --lease-namespace";
+  }
+  if (have) {
+    const auto& le = config->config.scheduler.leader_election;
+    return "Lease named by " + config->source + " (scheduler.leaderElection resourceName " + le.lease_name +
+           ", resourceNamespace " +
+           (le.lease_namespace.empty() ? std::string("(unset: where gpuslice runs)") : le.lease_namespace) + ")";
+  }
+  return "no gpuslice configuration found: the default Lease " + std::string(LeaderElectionConfig{}.lease_name) +
+         " in gpuslice's namespace " + names.lease_namespace + " (the rule serve uses)";
 }
 
 Result<std::string> tls_crt_from_secret(const json::object& secret) {
@@ -389,6 +924,52 @@ Result<std::string> tls_crt_from_secret(const json::object& secret) {
     return make_error("data[tls.crt]: not valid base64");
   }
   return std::move(*pem);
+}
+
+namespace {
+// The serving certificate `pem` chains to ref's caBundle at `now` and names the host the API server verifies.
+bool serves_for(const std::string& pem, const WebhookRef& ref, int64_t now_unix, bool require_san) {
+  if (!certs::verify_chain(ref.ca_bundle_pem, pem, now_unix)) {
+    return false;
+  }
+  if (!require_san) {
+    return true;
+  }
+  auto leaf = certs::parse_pem_certificates(pem);
+  if (!leaf) {
+    return false;
+  }
+  const std::string name = ref.server_name();
+  const auto& l = leaf->front();
+  return std::find(l.ip_sans.begin(), l.ip_sans.end(), name) != l.ip_sans.end() || certs::san_covers(l, name);
+}
+}  // namespace
+
+std::optional<ServingCertificate> pick_serving_certificate(const std::vector<json::object>& secrets,
+                                                           std::string_view preferred, const WebhookRef& ref,
+                                                           int64_t now_unix) {
+  std::optional<ServingCertificate> named;
+  std::optional<ServingCertificate> by_chain;
+  for (const auto& s : secrets) {
+    auto crt = tls_crt_from_secret(s);
+    if (!crt) {
+      continue;
+    }
+    const auto* md = object_at(s, "metadata");
+    std::string id = "Secret " + (md ? string_at(*md, "namespace") : std::string()) + "/" + name_of_object(s);
+    if (name_of_object(s) == preferred) {
+      if (serves_for(*crt, ref, now_unix, false)) {
+        return ServingCertificate{std::move(*crt), id};
+      }
+      named = ServingCertificate{std::move(*crt), id};
+    } else if (!by_chain && serves_for(*crt, ref, now_unix, true)) {
+      by_chain = ServingCertificate{std::move(*crt), id + " (found by its chain to the caBundle)"};
+    }
+  }
+  if (by_chain) {
+    return by_chain;
+  }
+  return named;
 }
 
 CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::string>& serving_cert_pem,
@@ -510,6 +1091,26 @@ CheckResult check_tunnel(std::string_view node, const std::optional<ApiError>& f
   return CheckResult{check, Verdict::skip, std::move(ev), {}, {}, {}};
 }
 
+CheckResult check_tunnel(std::string_view node, const std::optional<ApiError>& failure, Topology topology) {
+  CheckResult r = check_tunnel(node, failure);
+  if (topology == Topology::service_webhook || topology == Topology::none) {
+    return r;
+  }
+  const std::string off =
+      std::string("gpuslice's admission does not cross the tunnel here (") + topology_name(topology) + ")";
+  if (r.verdict == Verdict::fail) {
+    r.evidence.push_back(off + ": " + r.cause + " [" + r.cause_id +
+                         "] breaks kubectl logs/exec and service webhooks, not gpuslice");
+    r.verdict = Verdict::skip;
+    r.cause.clear();
+    r.fix.clear();
+    r.cause_id.clear();
+  } else {
+    r.evidence.push_back(off);
+  }
+  return r;
+}
+
 // ---- dry runs -------------------------------------------------------------------------------------------------
 
 json::object make_probe_pod(bool gpu, std::string_view ns) {
@@ -542,6 +1143,10 @@ json::object make_probe_pod(bool gpu, std::string_view ns) {
 }
 
 CheckResult check_gpu_dry_run(const DryRun& result, const Names& names) {
+  return check_gpu_dry_run(result, names, Topology::service_webhook);
+}
+
+CheckResult check_gpu_dry_run(const DryRun& result, const Names& names, Topology topology) {
   const std::string check = "gpu-pod-dry-run";
   std::string what =
       "dry-run create of a GPU pod (nvidia.com/gpu 1, gpumem 1024, gpucores 10) in " + names.probe_namespace;
@@ -551,11 +1156,31 @@ CheckResult check_gpu_dry_run(const DryRun& result, const Names& names) {
   }
   std::string sched = scheduler_name_of(*result.pod);
   std::string req = annotation(*result.pod, kGpuRequestAnnotation).value_or("");
+  std::string by = annotation(*result.pod, kAdmittedByAnnotation).value_or("");
+  const bool by_policy = by == kAdmittedByPolicy;
   std::vector<std::string> ev{
       what + ": admitted", "spec.schedulerName: " + (sched.empty() ? std::string("(unset)") : sched),
       std::string(kGpuRequestAnnotation) + ": " + (req.empty() ? std::string("(absent)") : req)};
+  if (!by.empty()) {
+    ev.push_back(std::string(kAdmittedByAnnotation) + ": " + by);
+  }
   if (sched == names.scheduler_name && !req.empty()) {
-    ev.push_back("mutated by gpuslice: API server -> tunnel -> webhook works");
+    ev.push_back(std::string("mutated by gpuslice's webhook: API server -> ") +
+                 (topology == Topology::url_webhook ? "localhost" : "tunnel") + " -> webhook works" +
+                 (by_policy ? " (and by the MutatingAdmissionPolicy before it)" : ""));
+    return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
+  }
+  if (sched == names.scheduler_name && by_policy) {
+    if (topology == Topology::service_webhook || topology == Topology::url_webhook) {
+      return make_fail(check, std::move(ev),
+                       {"the GPU pod was admitted by the MutatingAdmissionPolicy's mutation alone: the webhook that "
+                        "serves this namespace was not reached (failurePolicy Ignore), the policy is the fallback; "
+                        "GPU pods are scheduled, without the webhook's checks and gpuslice.io/gpu-request",
+                        "see the tunnel check and the API server log (\"failed calling webhook\"); the webhook "
+                        "takes over again as soon as it answers",
+                        "webhook-fallback"});
+    }
+    ev.push_back("mutated by the MutatingAdmissionPolicy inside the API server (no webhook call, no tunnel)");
     return CheckResult{check, Verdict::pass, std::move(ev), {}, {}, {}};
   }
   if (sched == names.scheduler_name || !req.empty()) {
@@ -810,6 +1435,49 @@ void correlate(std::vector<CheckResult>& checks) {
         "start gpuslice serve on the worker (check its logs and /readyz); check the Service and "
         "clientConfig.service.port match its --webhook listen port";
     gpu->cause_id = "webhook-down";
+  }
+}
+
+void correlate(std::vector<CheckResult>& checks, const AdmissionPath& path) {
+  if (path.topology == Topology::service_webhook) {
+    correlate(checks);
+    return;
+  }
+  CheckResult* gpu = nullptr;
+  CheckResult* cert = nullptr;
+  for (auto& c : checks) {
+    gpu = c.name == "gpu-pod-dry-run" ? &c : gpu;
+    cert = c.name == "serving-cert" ? &c : cert;
+  }
+  if (gpu == nullptr || gpu->verdict != Verdict::fail || gpu->cause_id != "webhook-not-reached") {
+    return;
+  }
+  const std::string held =
+      "; the scheduler guard refused the unmutated GPU pod, so GPU pods are being held back (non-GPU pods are "
+      "unaffected)";
+  if (path.topology == Topology::url_webhook) {
+    if (cert != nullptr && cert->verdict == Verdict::fail) {
+      gpu->cause = cert->cause + held;
+      gpu->fix = cert->fix;
+      gpu->cause_id = cert->cause_id;
+      return;
+    }
+    gpu->cause = "the API server did not get an answer from the webhook at " + path.webhook->ref.url +
+                 " (no tunnel on this path): gpuslice is not running or not listening there" + held;
+    gpu->fix =
+        "start gpuslice beside the API server (the TenantControlPlane's additional container) and check its logs "
+        "and /readyz; its webhook.bindAddress must match the URL's port";
+    gpu->cause_id = "webhook-down";
+  } else if (path.topology == Topology::none) {
+    gpu->cause = "nothing of gpuslice's mutates pods in this namespace (see webhook-config)" + held;
+    gpu->fix = "see webhook-config and admission-policy";
+    gpu->cause_id = "no-admission";
+  } else {
+    gpu->cause = "the MutatingAdmissionPolicy " + path.policy->name +
+                 " did not mutate the pod (its matchConditions left it out, or its binding does not apply)" + held;
+    gpu->fix = "kubectl get mutatingadmissionpolicy " + path.policy->name +
+               " -o yaml: check matchConditions and the binding's matchResources";
+    gpu->cause_id = "policy-not-applied";
   }
 }
 

@@ -16,17 +16,28 @@
 //         <why skipped>
 //   doctor: 6 passed, 1 failed, 1 skipped
 //
-// Checks, in order: webhook-config, serving-cert, tunnel, gpu-pod-dry-run, plain-pod-dry-run, scheduler-guard,
-// scheduler-lease, gpu-inventory. The exit status is 1 when any check FAILed.
+// Checks, in order: webhook-config, admission-policy, serving-cert, tunnel, gpu-pod-dry-run, plain-pod-dry-run,
+// scheduler-guard, scheduler-lease, gpu-inventory. The exit status is 1 when any check FAILed.
+//
+// Topologies (docs/deploy-kamaji.md): gpuslice's objects are found by what they are and what they point at, not
+// only by the manifests' names (find_admission, find_configuration, pick_serving_certificate):
+//   - worker: a webhook by clientConfig.service, a Service of any type (ExternalName included), dialed through
+//     the Konnectivity tunnel;
+//   - sidecar: a webhook by clientConfig.url on localhost, beside the API server (no tunnel);
+//   - policy: no webhook for the probe namespace, a bound MutatingAdmissionPolicy (v1, or v1beta1) that writes
+//     gpuslice's schedulerName (no tunnel, no webhook call).
 
+#include "common/config.h"
 #include "common/result.h"
 #include "kube/error.h"
 #include "kube/objects.h"  // kube::Lease
 
+#include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,13 +72,19 @@ struct Diagnosis {
 
 /// Names of things the checks refer to (flags of `gpuslice doctor`).
 struct Names {
-  std::string webhook_configuration = "gpuslice";     ///< MutatingWebhookConfiguration name
+  /// MutatingWebhookConfiguration name: preferred when several point at gpuslice; with
+  /// webhook_configuration_explicit (--webhook-name given) the only one considered.
+  std::string webhook_configuration = "gpuslice";
+  bool webhook_configuration_explicit = false;
   std::string webhook = "";                           ///< webhooks[].name; empty: the only / first entry
   std::string scheduler_name = "gpuslice-scheduler";  ///< what the webhook writes into spec.schedulerName
   std::string guard_policy = "gpuslice-scheduler-guard";
-  std::string lease_namespace = "gpuslice-system";
-  std::string lease_name = "gpuslice-scheduler";  ///< empty: lease check skipped
-  std::string probe_namespace = "default";        ///< where the dry-run pods are "created"
+  /// The namespace gpuslice runs in (its Service, Secret, ConfigMap; its Lease unless the configuration names
+  /// another): --namespace, else the found webhook Service's, else kDefaultNamespace.
+  std::string namespace_ = std::string(kDefaultNamespace);
+  std::string lease_namespace = std::string(kDefaultNamespace);  ///< resolved by resolve_lease()
+  std::string lease_name = "gpuslice-scheduler";                 ///< empty: lease check skipped
+  std::string probe_namespace = "default";                       ///< where the dry-run pods are "created"
 };
 
 // ---- error mapping --------------------------------------------------------------------------------------------
@@ -105,12 +122,119 @@ struct WebhookRef {
 /// Picks webhooks[] entry `names.webhook` (or the first) and decodes its clientConfig. Errors name the field.
 Result<WebhookRef> parse_webhook_config(const boost::json::object& mwc, const Names& names);
 
-/// webhook-config: the configuration exists (nullopt = 404), has the entry, a caBundle that base64-decodes, and
-/// is registered by service (url mode bypasses the Konnectivity tunnel under Kamaji). `service` is the
-/// referenced Service (nullopt = 404 or url mode). On PASS, `out` receives the decoded entry.
+/// The mark charts/gpuslice's MutatingAdmissionPolicy writes on every pod it mutates
+/// (templates/admission-policy.yaml): gpuslice.io/admitted-by: admission-policy.
+inline constexpr std::string_view kAdmittedByAnnotation = "gpuslice.io/admitted-by";
+inline constexpr std::string_view kAdmittedByPolicy = "admission-policy";
+
+/// Label maps (namespace labels, pod labels), as scheduler/framework/pod_facts.h.
+using Labels = std::map<std::string, std::string, std::less<>>;
+
+/// How GPU pods of the probe namespace reach gpuslice's mutation.
+enum class Topology {
+  service_webhook,   ///< clientConfig.service: the worker topology, through the Konnectivity tunnel under Kamaji
+  url_webhook,       ///< clientConfig.url: on localhost the Kamaji sidecar topology
+  admission_policy,  ///< no gpuslice webhook for the namespace; a bound MutatingAdmissionPolicy
+  none,              ///< nothing of gpuslice's mutates pods there
+};
+/// "service webhook", "url webhook", "admission policy", "none".
+const char* topology_name(Topology t);
+
+/// One webhooks[] entry that mutates pods on CREATE and is taken for gpuslice's.
+struct FoundWebhook {
+  std::string configuration;  ///< the MutatingWebhookConfiguration's name
+  WebhookRef ref;
+  std::string reason;         ///< why it is gpuslice's ("named gpuslice", "points at Service ns/x", ...)
+  bool selects_probe = true;  ///< its namespaceSelector and objectSelector select the probe pod
+  std::string selector_note;  ///< when !selects_probe: which selector leaves the probe namespace out
+};
+
+/// One MutatingAdmissionPolicy that writes gpuslice's schedulerName into pods on CREATE.
+struct FoundPolicy {
+  std::string name, api_version;
+  std::string reason;
+  std::vector<std::string> bindings;        ///< bindings whose namespace selector selects the probe namespace
+  std::vector<std::string> other_bindings;  ///< bindings of it that leave the probe namespace out
+};
+
+/// What discovery found for the probe namespace. `webhook` is the entry that serves it (first of those that
+/// select the probe pod, the preferred configuration name first); `policy` the first bound policy selecting it.
+struct AdmissionPath {
+  Topology topology = Topology::none;
+  std::optional<FoundWebhook> webhook;
+  std::optional<FoundPolicy> policy;
+  std::vector<FoundWebhook> webhooks;  ///< every gpuslice webhook found (including those not selecting the probe)
+  std::vector<FoundPolicy> policies;   ///< every gpuslice policy found
+  std::vector<std::string> notes;      ///< entries passed over and why (bad clientConfig, ...)
+  bool policies_served = true;         ///< the API server serves MutatingAdmissionPolicy (v1 or v1beta1)
+};
+
+/// Hints from gpuslice's configuration (find_configuration): the webhook's listen port, to recognise a URL
+/// webhook pointing at it.
+struct DiscoveryHints {
+  std::vector<int> webhook_ports;
+};
+
+/// True when `rules` (webhooks[].rules, or a policy's matchConstraints.resourceRules) intercept CREATE of core/v1
+/// pods (operations CREATE or *, apiGroups "" or *, resources pods or *).
+bool intercepts_pod_create(const boost::json::array* rules);
+
+/// Finds gpuslice's admission for a pod in the probe namespace (labels `probe_namespace_labels`, pod labels
+/// `probe_pod_labels`) among every MutatingWebhookConfiguration, MutatingAdmissionPolicy and binding the API
+/// server returned. A webhook entry is gpuslice's when it intercepts pod CREATE and: its configuration has
+/// names.webhook_configuration, or the entry is *.gpuslice.io, or the configuration is labelled
+/// app.kubernetes.io/name=gpuslice, or it points at a Service in names.namespace_ on path /mutate, or at a URL
+/// on localhost on a configured webhook port. A policy is gpuslice's when it intercepts pod CREATE and is
+/// labelled so or its mutations write names.scheduler_name into /spec/schedulerName.
+AdmissionPath find_admission(const std::vector<boost::json::object>& webhook_configurations,
+                             const std::vector<boost::json::object>& policies,
+                             const std::vector<boost::json::object>& policy_bindings, const Names& names,
+                             const Labels& probe_namespace_labels, const Labels& probe_pod_labels,
+                             const DiscoveryHints& hints = {});
+
+/// webhook-config: how the probe namespace's GPU pods are admitted. For a webhook: the entry, a caBundle that
+/// base64-decodes, and its target: a Service (`service`, nullopt = 404) of type ClusterIP/NodePort/LoadBalancer
+/// with the port clientConfig.service.port, or ExternalName (the API server dials <externalName>:<that port>;
+/// the Service's ports are not used: kubernetes staging/src/k8s.io/apiserver/pkg/util/proxy/proxy.go
+/// ResolveCluster), never headless; or a URL (on localhost: the sidecar topology). SKIP when only an admission
+/// policy serves the namespace; FAIL when nothing does. On PASS, `out` receives the decoded entry.
+CheckResult check_webhook_config(const AdmissionPath& path, const std::optional<boost::json::object>& service,
+                                 const Names& names, std::optional<WebhookRef>& out);
+
+/// The same for one configuration (nullopt = 404): find_admission over it alone, any namespace.
 CheckResult check_webhook_config(const std::optional<boost::json::object>& mwc,
                                  const std::optional<boost::json::object>& service, const Names& names,
                                  std::optional<WebhookRef>& out);
+
+/// admission-policy: a gpuslice MutatingAdmissionPolicy bound for the probe namespace (PASS); one found but not
+/// bound for it while no webhook serves the namespace (FAIL); none, or not served, beside a webhook (SKIP).
+CheckResult check_admission_policy(const AdmissionPath& path, const Names& names);
+
+// ---- gpuslice's configuration and Lease -------------------------------------------------------------------------
+
+/// gpuslice's configuration as doctor found it.
+struct FoundConfiguration {
+  Configuration config;
+  std::string source;              ///< "ConfigMap ns/name (config.yaml)" or "--config FILE"
+  std::string namespace_;          ///< the ConfigMap's namespace ("" for a file): the namespace gpuslice runs in
+  std::vector<std::string> notes;  ///< other candidates and why they were passed over
+};
+
+/// Picks gpuslice's configuration among ConfigMaps (a data value with kind GpusliceConfiguration that parses):
+/// those with names.scheduler_name first; for a URL webhook the one whose webhook listens on the URL's port, for
+/// a Service webhook one that does not listen on loopback only; then by name. nullopt when none parses.
+std::optional<FoundConfiguration> find_configuration(const std::vector<boost::json::object>& config_maps,
+                                                     const Names& names, const std::optional<WebhookRef>& webhook);
+
+/// The webhook listen port of a configuration (webhook.bindAddress "host:port"), when enabled.
+std::optional<int> webhook_port_of(const Configuration& config);
+
+/// The Lease doctor reads: --lease/--lease-namespace when given (`*_explicit`), else the configuration's
+/// leaderElection by common/config.h's effective_lease_namespace (the rule `serve` uses), the running namespace
+/// being the ConfigMap's, else names.namespace_. Writes names.lease_name/lease_namespace; returns the evidence
+/// line ("Lease named by ..."). leaderElect false in the configuration: lease_name becomes empty (SKIP).
+std::string resolve_lease(Names& names, const std::optional<FoundConfiguration>& config, bool lease_name_explicit,
+                          bool lease_namespace_explicit);
 
 /// serving-cert: the caBundle holds a CA; when the serving certificate is known (`serving_cert_pem` from
 /// --serving-cert or the TLS Secret, `source` says which), it chains to the caBundle at `now_unix` and has the
@@ -121,6 +245,17 @@ CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::s
 /// The data of a kubernetes.io/tls Secret: base64-decoded data["tls.crt"], or an error naming the field.
 Result<std::string> tls_crt_from_secret(const boost::json::object& secret);
 
+/// The webhook's serving certificate among kubernetes.io/tls Secrets: the one named `preferred` when it chains
+/// to the caBundle, else one that chains to it and names the host the API server verifies, else the one named
+/// `preferred` (to report its mismatch). nullopt: none (serving-cert then checks the CA only).
+struct ServingCertificate {
+  std::string pem;
+  std::string source;  ///< "Secret ns/name" (+ " (found by its chain to the caBundle)")
+};
+std::optional<ServingCertificate> pick_serving_certificate(const std::vector<boost::json::object>& secrets,
+                                                           std::string_view preferred, const WebhookRef& ref,
+                                                           int64_t now_unix);
+
 // ---- tunnel ---------------------------------------------------------------------------------------------------
 
 /// tunnel: the result of GET /api/v1/nodes/<node>/proxy/healthz, which the API server dials through its
@@ -128,6 +263,9 @@ Result<std::string> tls_crt_from_secret(const boost::json::object& secret);
 /// no agent is connected; a dial error from the worker's network ("connect: ...") means the agent answered.
 /// `node` empty: no node to probe (SKIP). `failure` nullopt: the probe got a response (PASS).
 CheckResult check_tunnel(std::string_view node, const std::optional<ApiError>& failure);
+/// The same, knowing the topology: when gpuslice's admission does not cross the tunnel (url webhook, admission
+/// policy), a broken tunnel is reported as SKIP ("not on gpuslice's path"), not FAIL.
+CheckResult check_tunnel(std::string_view node, const std::optional<ApiError>& failure, Topology topology);
 
 // ---- dry runs -------------------------------------------------------------------------------------------------
 
@@ -142,7 +280,12 @@ struct DryRun {
 };
 
 /// gpu-pod-dry-run: the returned pod names `names.scheduler_name` and carries gpuslice.io/gpu-request (proof of
-/// API server -> tunnel -> webhook). Unmutated but admitted: the webhook failed open and no guard stopped it.
+/// API server -> tunnel -> webhook), or, in the policy topology, gpuslice.io/admitted-by: admission-policy (the
+/// MutatingAdmissionPolicy's mark). With a webhook serving the namespace, a pod mutated by the policy alone
+/// FAILs (webhook-fallback: admitted by the fallback, the webhook not reached). Unmutated but admitted: the
+/// webhook failed open and no guard stopped it.
+CheckResult check_gpu_dry_run(const DryRun& result, const Names& names, Topology topology);
+/// The same for the service-webhook topology.
 CheckResult check_gpu_dry_run(const DryRun& result, const Names& names);
 
 /// plain-pod-dry-run: the returned pod is untouched (default-scheduler, no gpuslice.io/ or hami.io/ annotation).
@@ -170,6 +313,10 @@ CheckResult check_inventory(const std::vector<boost::json::object>& nodes, std::
 /// certificate when serving-cert failed (ca-bundle-mismatch, san-mismatch, ...: the API server refused the webhook's
 /// TLS), or to gpuslice itself (webhook-down: the tunnel works, nothing answered) when the tunnel check passed.
 void correlate(std::vector<CheckResult>& checks);
+/// The same, knowing the topology: for a url webhook the refusal is blamed on the certificate or on the
+/// webhook at the URL (webhook-down); with nothing serving the namespace, on that (no-admission); in the policy
+/// topology, on the policy not applying (policy-not-applied).
+void correlate(std::vector<CheckResult>& checks, const AdmissionPath& path);
 
 // ---- report ---------------------------------------------------------------------------------------------------
 

@@ -28,13 +28,9 @@ LoopOptions loop_options_from(const Configuration& config, std::string identity)
 }
 
 std::string lease_namespace_for(const Configuration& config, const kube::RestConfig& rest) {
-  if (!config.scheduler.leader_election.lease_namespace.empty()) {
-    return config.scheduler.leader_election.lease_namespace;
-  }
-  if (rest.source == "in-cluster" && !rest.default_namespace.empty()) {
-    return rest.default_namespace;
-  }
-  return "kube-system";
+  // The rule is common/config.h's, shared with `gpuslice doctor`; only in-cluster is the running namespace known.
+  return effective_lease_namespace(config.scheduler.leader_election,
+                                   rest.source == "in-cluster" ? std::string_view(rest.default_namespace) : "");
 }
 
 std::string make_identity() {

@@ -31,8 +31,8 @@ namespace gpuslice::scheduler {
 /// LoopOptions from the configuration.
 LoopOptions loop_options_from(const Configuration& config, std::string identity);
 
-/// The Lease namespace: leader_election.lease_namespace, else the service account's namespace in-cluster,
-/// else kube-system.
+/// The Lease namespace by common/config.h's effective_lease_namespace: leader_election.lease_namespace, else
+/// the service account's namespace in-cluster, else gpuslice-system (kDefaultNamespace).
 std::string lease_namespace_for(const Configuration& config, const kube::RestConfig& rest);
 
 /// A leader-election identity as client-go makes it: "<hostname>_<random hex>".

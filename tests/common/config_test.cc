@@ -129,3 +129,19 @@ TEST_CASE("webhook.handshakeTimeout and writeTimeout: bad values name the field 
   c.webhook.write_timeout = 1ms;
   CHECK(validate_configuration(c).ok());
 }
+
+TEST_CASE("the Lease namespace: one rule for serve and doctor") {
+  LeaderElectionConfig le;
+  // Nothing names one: gpuslice-system, where manifests/base and the chart grant the Lease (not kube-system).
+  CHECK(effective_lease_namespace(le, "") == "gpuslice-system");
+  CHECK(effective_lease_namespace(le, "") == std::string(kDefaultNamespace));
+  // In-cluster (serve) or the ConfigMap's namespace (doctor): the namespace gpuslice runs in.
+  CHECK(effective_lease_namespace(le, "tenant-7") == "tenant-7");
+  // resourceNamespace wins over both.
+  le.lease_namespace = "elsewhere";
+  CHECK(effective_lease_namespace(le, "tenant-7") == "elsewhere");
+  CHECK(effective_lease_namespace(le, "") == "elsewhere");
+  auto parsed = parse_configuration("apiVersion: gpuslice.io/v1alpha1\nkind: GpusliceConfiguration\n");
+  REQUIRE(parsed.ok());
+  CHECK(effective_lease_namespace(parsed->scheduler.leader_election, "") == "gpuslice-system");
+}

@@ -25,7 +25,8 @@ json::object obj(std::string_view text) {
 json::object webhook_config(std::string_view client_config) {
   return obj(std::string(R"({"apiVersion":"admissionregistration.k8s.io/v1","kind":"MutatingWebhookConfiguration",
     "metadata":{"name":"gpuslice"},"webhooks":[{"name":"mutate.gpuslice.io","failurePolicy":"Ignore",
-    "timeoutSeconds":5,"clientConfig":)") +
+    "timeoutSeconds":5,"rules":[{"operations":["CREATE"],"apiGroups":[""],"apiVersions":["v1"],"resources":["pods"]}],
+    "clientConfig":)") +
              std::string(client_config) + "}]}");
 }
 
@@ -38,6 +39,12 @@ json::object external_name_service(int port = 9443) {
   return obj(R"({"kind":"Service","metadata":{"name":"gpuslice-webhook","namespace":"gpuslice-system"},
     "spec":{"type":"ExternalName","externalName":"localhost","ports":[{"name":"webhook","port":)" +
              std::to_string(port) + "}]}}");
+}
+
+json::object cluster_ip_service(std::string ip, int port) {
+  return obj(R"({"kind":"Service","metadata":{"name":"gpuslice-webhook","namespace":"gpuslice-system"},
+    "spec":{"type":"ClusterIP","clusterIP":")" +
+             ip + R"(","ports":[{"name":"webhook","port":)" + std::to_string(port) + "}]}}");
 }
 
 gpuslice::certs::Bundle bundle_for(std::string service, std::string ns = "gpuslice-system", int64_t nb = kNow - 3600) {
@@ -149,22 +156,62 @@ TEST_CASE("webhook-config: present, service-referenced, caBundle, Service port",
     CHECK(r.verdict == Verdict::fail);
     CHECK_THAT(r.cause, Contains("not valid base64"));
   }
-  SECTION("url mode bypasses the tunnel") {
+  SECTION("url on localhost: the sidecar topology, no tunnel") {
     auto r =
         check_webhook_config(webhook_config(R"({"url":"https://127.0.0.1:9443/mutate","caBundle":")" + ca_b64 + "\"}"),
                              std::nullopt, names, ref);
+    CHECK(r.verdict == Verdict::pass);
+    REQUIRE(ref.has_value());
+    CHECK(ref->server_name() == "127.0.0.1");
+    CHECK_THAT(format_report("t", {r}), Contains("registered by url on localhost (127.0.0.1:9443): the sidecar"));
+  }
+  SECTION("url that is not https") {
+    auto r =
+        check_webhook_config(webhook_config(R"({"url":"http://127.0.0.1:9443/mutate","caBundle":")" + ca_b64 + "\"}"),
+                             std::nullopt, names, ref);
     CHECK(r.verdict == Verdict::fail);
-    CHECK_THAT(r.cause, Contains("bypasses the Konnectivity tunnel"));
+    CHECK(r.cause_id == "url-invalid");
+    CHECK_THAT(r.evidence.back(), Contains("\"http://127.0.0.1:9443/mutate\""));
   }
   SECTION("Service missing") {
     auto r = check_webhook_config(service_config(ca_b64), std::nullopt, names, ref);
     CHECK(r.verdict == Verdict::fail);
     CHECK_THAT(r.cause, Contains("Service does not exist"));
   }
-  SECTION("Service port differs from clientConfig.service.port") {
-    auto r = check_webhook_config(service_config(ca_b64, 443), external_name_service(9443), names, ref);
+  SECTION("ClusterIP Service without clientConfig.service.port") {
+    auto r = check_webhook_config(service_config(ca_b64, 443), cluster_ip_service("10.96.0.20", 9443), names, ref);
     CHECK(r.verdict == Verdict::fail);
+    CHECK(r.cause_id == "service-port-mismatch");
     CHECK_THAT(r.cause, Contains("no port 443"));
+    CHECK_FALSE(ref.has_value());
+  }
+  SECTION("ClusterIP Service with the port") {
+    auto r = check_webhook_config(service_config(ca_b64, 443), cluster_ip_service("10.96.0.20", 443), names, ref);
+    CHECK(r.verdict == Verdict::pass);
+    CHECK_THAT(r.evidence.at(1), Contains("ClusterIP 10.96.0.20, ports 443"));
+  }
+  SECTION("ExternalName: the Service's ports do not matter (the API server dials externalName:service.port)") {
+    // The healthy path that used to fail with service-port-mismatch: ResolveCluster (apiserver util/proxy) dials
+    // <externalName>:<clientConfig.service.port> whatever the Service lists.
+    auto r = check_webhook_config(service_config(ca_b64, 443), external_name_service(9443), names, ref);
+    CHECK(r.verdict == Verdict::pass);
+    REQUIRE(ref.has_value());
+    CHECK_THAT(r.evidence.at(1), Contains("ExternalName localhost: the API server dials localhost:443"));
+    auto no_ports = external_name_service();
+    no_ports["spec"].as_object().erase("ports");
+    CHECK(check_webhook_config(service_config(ca_b64, 443), no_ports, names, ref).verdict == Verdict::pass);
+  }
+  SECTION("ExternalName without a host") {
+    auto svc = external_name_service();
+    svc["spec"].as_object()["externalName"] = "";
+    auto r = check_webhook_config(service_config(ca_b64), svc, names, ref);
+    CHECK(r.verdict == Verdict::fail);
+    CHECK(r.cause_id == "service-invalid");
+  }
+  SECTION("headless Service cannot be routed") {
+    auto r = check_webhook_config(service_config(ca_b64, 443), cluster_ip_service("None", 443), names, ref);
+    CHECK(r.verdict == Verdict::fail);
+    CHECK(r.cause_id == "service-headless");
   }
   SECTION("named entry that does not exist") {
     names.webhook = "other.example.com";
@@ -436,5 +483,396 @@ TEST_CASE("correlate: a guard refusal is blamed on the tunnel or on gpuslice", "
     std::vector<CheckResult> checks{check_tunnel("", std::nullopt), guard};
     correlate(checks);
     CHECK(checks[1].cause_id == "webhook-not-reached");
+  }
+}
+
+// ---- topologies and discovery -----------------------------------------------------------------------------------
+
+namespace {
+
+const std::string kPodRules =
+    R"("rules":[{"operations":["CREATE"],"apiGroups":[""],"apiVersions":["v1"],"resources":["pods"]}])";
+
+// A MutatingWebhookConfiguration `name` with one entry `entry`, extra fields `extra` (selectors, labels...).
+json::object mwc(std::string name, std::string entry, std::string client_config, std::string entry_extra = "",
+                 std::string metadata_extra = "") {
+  return obj(R"({"metadata":{"name":")" + name + "\"" + metadata_extra + R"(},"webhooks":[{"name":")" + entry +
+             R"(",)" + kPodRules + R"(,"clientConfig":)" + client_config + entry_extra + "}]}");
+}
+
+std::string svc_cc(std::string ns, std::string name, std::string path = "/mutate") {
+  return R"({"service":{"namespace":")" + ns + R"(","name":")" + name + R"(","port":443,"path":")" + path +
+         R"("},"caBundle":"Zm9v"})";
+}
+
+// charts/gpuslice's MutatingAdmissionPolicy (shape only) and a binding with a namespace selector.
+json::object policy(std::string name, bool labelled = true, std::string scheduler = "gpuslice-scheduler") {
+  return obj(R"({"apiVersion":"admissionregistration.k8s.io/v1","kind":"MutatingAdmissionPolicy",
+    "metadata":{"name":")" +
+             name + "\"" + (labelled ? R"(,"labels":{"app.kubernetes.io/name":"gpuslice"})" : "") + R"(},
+    "spec":{"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],
+      "resources":["pods"]}]},"mutations":[{"patchType":"JSONPatch","jsonPatch":{"expression":
+      "[JSONPatch{op: \"add\", path: \"/spec/schedulerName\", value: \")" +
+             scheduler + R"(\"}]"}}]}})");
+}
+
+json::object binding(std::string name, std::string policy_name, std::string selector_json = "") {
+  return obj(R"({"metadata":{"name":")" + name + R"("},"spec":{"policyName":")" + policy_name + "\"" +
+             (selector_json.empty() ? "" : R"(,"matchResources":{"namespaceSelector":)" + selector_json + "}") + "}}");
+}
+
+const Labels kDefaultNs{{"kubernetes.io/metadata.name", "default"}};
+const Labels kProbePod{{"app.kubernetes.io/name", "gpuslice-doctor"}};
+
+}  // namespace
+
+TEST_CASE("find_admission: gpuslice's webhook by what it points at, not only by its name", "[doctor][discovery]") {
+  Names names;
+  const auto other_project = mwc("istio-sidecar-injector", "inject.istio.io", svc_cc("istio-system", "istiod"));
+  const auto not_pods = obj(R"({"metadata":{"name":"gpuslice"},"webhooks":[{"name":"mutate.gpuslice.io",
+    "rules":[{"operations":["CREATE"],"apiGroups":["apps"],"resources":["deployments"]}],
+    "clientConfig":{"url":"https://127.0.0.1:1/mutate"}}]})");
+
+  SECTION("deployed under other names: found by its entry name") {
+    auto p = find_admission({other_project, mwc("acme-gpu-mutator", "mutate.gpuslice.io", svc_cc("acme", "gpu-hook"))},
+                            {}, {}, names, kDefaultNs, kProbePod);
+    REQUIRE(p.webhook.has_value());
+    CHECK(p.topology == Topology::service_webhook);
+    CHECK(p.webhook->configuration == "acme-gpu-mutator");
+    CHECK(p.webhook->ref.service_name == "gpu-hook");
+    CHECK_THAT(p.webhook->reason, Contains("mutate.gpuslice.io"));
+    CHECK(p.webhooks.size() == 1);  // istio's pod webhook is not taken for ours
+  }
+  SECTION("found by its label") {
+    auto p = find_admission(
+        {mwc("acme", "gpu.acme.io", svc_cc("acme", "hook"), "", R"(,"labels":{"app.kubernetes.io/name":"gpuslice"})")},
+        {}, {}, names, kDefaultNs, kProbePod);
+    REQUIRE(p.webhook.has_value());
+    CHECK_THAT(p.webhook->reason, Contains("labelled"));
+  }
+  SECTION("found by the Service in gpuslice's namespace it points at") {
+    names.namespace_ = "acme-gpu";
+    auto p =
+        find_admission({mwc("acme", "gpu.acme.io", svc_cc("acme-gpu", "hook"))}, {}, {}, names, kDefaultNs, kProbePod);
+    REQUIRE(p.webhook.has_value());
+    CHECK_THAT(p.webhook->reason, Contains("points at Service acme-gpu/hook /mutate"));
+    // The same webhook on another path, or for another namespace, is someone else's.
+    CHECK(find_admission({mwc("acme", "gpu.acme.io", svc_cc("acme-gpu", "hook", "/inject"))}, {}, {}, names, kDefaultNs,
+                         kProbePod)
+              .webhooks.empty());
+    CHECK(
+        find_admission({mwc("acme", "gpu.acme.io", svc_cc("elsewhere", "hook"))}, {}, {}, names, kDefaultNs, kProbePod)
+            .webhooks.empty());
+  }
+  SECTION("a URL on localhost on the configured webhook port: the sidecar") {
+    auto side = mwc("tcp-sidecar", "gpu.acme.io", R"({"url":"https://127.0.0.1:6444/mutate","caBundle":"Zm9v"})");
+    CHECK(find_admission({side}, {}, {}, names, kDefaultNs, kProbePod).webhooks.empty());
+    auto p = find_admission({side}, {}, {}, names, kDefaultNs, kProbePod, DiscoveryHints{{6444}});
+    REQUIRE(p.webhook.has_value());
+    CHECK(p.topology == Topology::url_webhook);
+    CHECK_THAT(p.webhook->reason, Contains("port 6444 on localhost"));
+    CHECK(find_admission({side}, {}, {}, names, kDefaultNs, kProbePod, DiscoveryHints{{9443}}).webhooks.empty());
+  }
+  SECTION("a webhook that mutates no pods is not gpuslice's, whatever its name") {
+    auto p = find_admission({not_pods}, {}, {}, names, kDefaultNs, kProbePod);
+    CHECK(p.webhooks.empty());
+    CHECK(p.topology == Topology::none);
+  }
+  SECTION("--webhook-name: only that configuration") {
+    names.webhook_configuration = "acme-gpu-mutator";
+    names.webhook_configuration_explicit = true;
+    auto p = find_admission({mwc("gpuslice", "mutate.gpuslice.io", svc_cc("gpuslice-system", "gpuslice-webhook")),
+                             mwc("acme-gpu-mutator", "x.acme.io", svc_cc("acme", "hook"))},
+                            {}, {}, names, kDefaultNs, kProbePod);
+    REQUIRE(p.webhooks.size() == 1);
+    CHECK(p.webhook->configuration == "acme-gpu-mutator");
+  }
+  SECTION("two of ours: the one whose namespaceSelector selects the probe namespace serves it") {
+    // The lab's sidecar test: the worker-side webhook skips namespaces labelled gpuslice.io/webhook=ignore, the
+    // sidecar's serves only one labelled namespace.
+    auto worker = mwc("gpuslice", "mutate.gpuslice.io", svc_cc("gpuslice-system", "gpuslice-webhook"),
+                      R"(,"namespaceSelector":{"matchExpressions":[{"key":"gpuslice.io/webhook","operator":"NotIn",
+                      "values":["ignore"]}]})");
+    auto side =
+        mwc("gpuslice-sidecar", "mutate.gpuslice.io", R"({"url":"https://127.0.0.1:6444/mutate","caBundle":"Zm9v"})",
+            R"(,"namespaceSelector":{"matchLabels":{"gpuslice.io/e2e":"s1"}})");
+    Labels s1{{"kubernetes.io/metadata.name", "s1"}, {"gpuslice.io/webhook", "ignore"}, {"gpuslice.io/e2e", "s1"}};
+    auto p = find_admission({worker, side}, {}, {}, names, s1, kProbePod);
+    REQUIRE(p.webhook.has_value());
+    CHECK(p.webhook->configuration == "gpuslice-sidecar");
+    CHECK(p.topology == Topology::url_webhook);
+    REQUIRE(p.webhooks.size() == 2);
+    std::optional<WebhookRef> ref;
+    auto r = check_webhook_config(p, std::nullopt, names, ref);
+    CHECK(r.verdict == Verdict::pass);
+    CHECK_THAT(format_report("t", {r}), Contains("MutatingWebhookConfiguration gpuslice (named gpuslice), webhook "
+                                                 "mutate.gpuslice.io: not for namespace default"));
+    // In "default" the worker-side one serves (preferred by name).
+    auto d = find_admission({side, worker}, {}, {}, names, kDefaultNs, kProbePod);
+    REQUIRE(d.webhook.has_value());
+    CHECK(d.webhook->configuration == "gpuslice");
+  }
+  SECTION("an objectSelector that leaves the probe pod out") {
+    auto w = mwc("gpuslice", "mutate.gpuslice.io", svc_cc("gpuslice-system", "gpuslice-webhook"),
+                 R"(,"objectSelector":{"matchLabels":{"gpu":"yes"}})");
+    auto p = find_admission({w}, {}, {}, names, kDefaultNs, kProbePod);
+    REQUIRE(p.webhooks.size() == 1);
+    CHECK_FALSE(p.webhooks[0].selects_probe);
+    CHECK_THAT(p.webhooks[0].selector_note, Contains("objectSelector"));
+    std::optional<WebhookRef> ref;
+    auto r = check_webhook_config(p, std::nullopt, names, ref);
+    CHECK(r.verdict == Verdict::fail);
+    CHECK(r.cause_id == "namespace-not-served");
+  }
+  SECTION("nothing at all") {
+    std::optional<WebhookRef> ref;
+    auto p = find_admission({other_project}, {}, {}, names, kDefaultNs, kProbePod);
+    auto r = check_webhook_config(p, std::nullopt, names, ref);
+    CHECK(r.verdict == Verdict::fail);
+    CHECK(r.cause_id == "webhook-config-missing");
+    CHECK_THAT(r.evidence.at(0), Contains("no MutatingWebhookConfiguration mutating pods points at gpuslice"));
+    auto a = check_admission_policy(p, names);
+    CHECK(a.verdict == Verdict::skip);
+  }
+}
+
+TEST_CASE("the admission-policy topology: no webhook, a bound MutatingAdmissionPolicy", "[doctor][policy]") {
+  Names names;
+  const auto worker = mwc("gpuslice", "mutate.gpuslice.io", svc_cc("gpuslice-system", "gpuslice-webhook"),
+                          R"(,"namespaceSelector":{"matchExpressions":[{"key":"gpuslice.io/webhook",
+                          "operator":"NotIn","values":["ignore"]}]})");
+  Labels p_ns{{"kubernetes.io/metadata.name", "p"}, {"gpuslice.io/webhook", "ignore"}, {"gpuslice.io/e2e", "p"}};
+  const std::string sel_p = R"({"matchLabels":{"gpuslice.io/e2e":"p"}})";
+
+  SECTION("policy only: webhook-config SKIP, admission-policy PASS, the policy's pod PASSes") {
+    auto path = find_admission({}, {policy("gpuslice-gpu-pods")}, {binding("gpuslice-gpu-pods", "gpuslice-gpu-pods")},
+                               names, kDefaultNs, kProbePod);
+    CHECK(path.topology == Topology::admission_policy);
+    std::optional<WebhookRef> ref;
+    auto w = check_webhook_config(path, std::nullopt, names, ref);
+    CHECK(w.verdict == Verdict::skip);
+    CHECK_THAT(w.evidence.back(), Contains("MutatingAdmissionPolicy gpuslice-gpu-pods"));
+    auto a = check_admission_policy(path, names);
+    CHECK(a.verdict == Verdict::pass);
+    CHECK_THAT(a.evidence.at(0), Contains("bound for default by gpuslice-gpu-pods"));
+
+    auto pod = make_probe_pod(true, "default");
+    pod["spec"].as_object()["schedulerName"] = "gpuslice-scheduler";
+    pod["metadata"].as_object()["annotations"] = json::object{{"gpuslice.io/admitted-by", "admission-policy"}};
+    auto g = check_gpu_dry_run(DryRun{pod, {}}, names, path.topology);
+    CHECK(g.verdict == Verdict::pass);
+    CHECK_THAT(g.evidence.back(), Contains("mutated by the MutatingAdmissionPolicy inside the API server"));
+    // The same pod where a webhook serves the namespace: the policy was only the fallback.
+    auto f = check_gpu_dry_run(DryRun{pod, {}}, names, Topology::service_webhook);
+    CHECK(f.verdict == Verdict::fail);
+    CHECK(f.cause_id == "webhook-fallback");
+    // An unmarked pod naming our scheduler is still "partly mutated".
+    pod["metadata"].as_object().erase("annotations");
+    CHECK(check_gpu_dry_run(DryRun{pod, {}}, names, path.topology).cause_id == "partly-mutated");
+  }
+  SECTION("webhook for other namespaces, the policy bound for this one (the lab's admission-policy test)") {
+    auto path =
+        find_admission({worker}, {policy("gpuslice-e2e-gpu-pods")},
+                       {binding("gpuslice-e2e-gpu-pods", "gpuslice-e2e-gpu-pods", sel_p)}, names, p_ns, kProbePod);
+    CHECK(path.topology == Topology::admission_policy);
+    REQUIRE(path.policy.has_value());
+    // ... and in "default" the webhook serves, the policy is not bound there.
+    auto d = find_admission({worker}, {policy("gpuslice-e2e-gpu-pods")},
+                            {binding("gpuslice-e2e-gpu-pods", "gpuslice-e2e-gpu-pods", sel_p)}, names, kDefaultNs,
+                            kProbePod);
+    CHECK(d.topology == Topology::service_webhook);
+    CHECK_FALSE(d.policy.has_value());
+    CHECK(check_admission_policy(d, names).verdict == Verdict::skip);
+  }
+  SECTION("found by what it writes, not by its label") {
+    auto path = find_admission({}, {policy("acme-defaults", false)}, {binding("b", "acme-defaults")}, names, kDefaultNs,
+                               kProbePod);
+    REQUIRE(path.policy.has_value());
+    CHECK_THAT(path.policy->reason, Contains("writes spec.schedulerName gpuslice-scheduler"));
+    // A policy writing another scheduler and unlabelled is not ours.
+    CHECK(find_admission({}, {policy("other", false, "volcano")}, {binding("b", "other")}, names, kDefaultNs, kProbePod)
+              .policies.empty());
+  }
+  SECTION("our policy with no binding for the namespace and no webhook: FAIL policy-unbound") {
+    auto path = find_admission({worker}, {policy("gpuslice-gpu-pods")},
+                               {binding("gpuslice-gpu-pods", "gpuslice-gpu-pods", R"({"matchLabels":{"x":"y"}})")},
+                               names, p_ns, kProbePod);
+    CHECK(path.topology == Topology::none);
+    auto a = check_admission_policy(path, names);
+    CHECK(a.verdict == Verdict::fail);
+    CHECK(a.cause_id == "policy-unbound");
+    CHECK_THAT(a.evidence.at(0), Contains("bound for default by none; other bindings gpuslice-gpu-pods"));
+    std::optional<WebhookRef> ref;
+    CHECK(check_webhook_config(path, std::nullopt, names, ref).cause_id == "namespace-not-served");
+  }
+  SECTION("an API server that serves no MutatingAdmissionPolicy") {
+    auto path = find_admission({worker}, {}, {}, names, kDefaultNs, kProbePod);
+    path.policies_served = false;
+    auto a = check_admission_policy(path, names);
+    CHECK(a.verdict == Verdict::skip);
+    CHECK_THAT(a.evidence.at(0), Contains("serves no MutatingAdmissionPolicy"));
+  }
+}
+
+TEST_CASE("tunnel and correlate know the topology", "[doctor][tunnel]") {
+  Names names;
+  const ApiError no_agent{500, "InternalError", "error trying to reach service: No agent available"};
+  CHECK(check_tunnel("n", no_agent, Topology::service_webhook).verdict == Verdict::fail);
+  for (auto t : {Topology::url_webhook, Topology::admission_policy}) {
+    auto r = check_tunnel("n", no_agent, t);
+    CHECK(r.verdict == Verdict::skip);
+    CHECK_THAT(r.evidence.back(), Contains("does not cross the tunnel"));
+    CHECK_THAT(r.evidence.back(), Contains("agent-not-connected"));
+  }
+  CHECK(check_tunnel("n", std::nullopt, Topology::url_webhook).verdict == Verdict::pass);
+
+  auto guard = check_gpu_dry_run(DryRun{std::nullopt, ApiError{403, "Invalid", kGuardMessage}}, names);
+  SECTION("url webhook down") {
+    auto path = find_admission(
+        {mwc("gpuslice-sidecar", "mutate.gpuslice.io", R"({"url":"https://127.0.0.1:6444/mutate","caBundle":"Zm9v"})")},
+        {}, {}, names, kDefaultNs, kProbePod);
+    std::vector<CheckResult> checks{check_tunnel("n", no_agent, path.topology), guard};
+    correlate(checks, path);
+    CHECK(checks[1].cause_id == "webhook-down");
+    CHECK_THAT(checks[1].cause, Contains("https://127.0.0.1:6444/mutate"));
+  }
+  SECTION("nothing serves the namespace") {
+    AdmissionPath path;
+    std::vector<CheckResult> checks{guard};
+    correlate(checks, path);
+    CHECK(checks[0].cause_id == "no-admission");
+  }
+  SECTION("the policy did not apply") {
+    auto path = find_admission({}, {policy("p")}, {binding("b", "p")}, names, kDefaultNs, kProbePod);
+    std::vector<CheckResult> checks{guard};
+    correlate(checks, path);
+    CHECK(checks[0].cause_id == "policy-not-applied");
+  }
+}
+
+namespace {
+json::object config_map(std::string ns, std::string name, std::string config_yaml) {
+  json::object cm = obj(R"({"kind":"ConfigMap","metadata":{},"data":{}})");
+  cm["metadata"].as_object()["name"] = name;
+  cm["metadata"].as_object()["namespace"] = ns;
+  cm["data"].as_object()["config.yaml"] = config_yaml;
+  return cm;
+}
+const std::string kConfigHead = "apiVersion: gpuslice.io/v1alpha1\nkind: GpusliceConfiguration\n";
+}  // namespace
+
+TEST_CASE("the Lease named by gpuslice's configuration, by serve's rule", "[doctor][lease]") {
+  Names names;
+  SECTION("a ConfigMap without resourceNamespace: the Lease is in the ConfigMap's namespace (in-cluster rule)") {
+    auto found =
+        find_configuration({config_map("acme-gpu", "acme-config",
+                                       kConfigHead + "scheduler:\n  leaderElection:\n    resourceName: acme\n")},
+                           names, std::nullopt);
+    REQUIRE(found.has_value());
+    CHECK(found->source == "ConfigMap acme-gpu/acme-config (config.yaml)");
+    auto ev = resolve_lease(names, found, false, false);
+    CHECK(names.lease_name == "acme");
+    CHECK(names.lease_namespace == "acme-gpu");
+    CHECK_THAT(ev, Contains("Lease named by ConfigMap acme-gpu/acme-config"));
+  }
+  SECTION("resourceNamespace wins; explicit flags win over it") {
+    auto found =
+        find_configuration({config_map("gpuslice-system", "c",
+                                       kConfigHead + "scheduler:\n  leaderElection:\n    resourceNamespace: leases\n")},
+                           names, std::nullopt);
+    resolve_lease(names, found, false, false);
+    CHECK(names.lease_namespace == "leases");
+    CHECK(names.lease_name == "gpuslice-scheduler");
+    Names flags;
+    flags.lease_name = "mine";
+    flags.lease_namespace = "there";
+    resolve_lease(flags, found, true, true);
+    CHECK(flags.lease_name == "mine");
+    CHECK(flags.lease_namespace == "there");
+  }
+  SECTION("no configuration: serve's default, gpuslice-system (serve out of cluster writes there too)") {
+    auto ev = resolve_lease(names, std::nullopt, false, false);
+    CHECK(names.lease_namespace == "gpuslice-system");
+    CHECK(names.lease_name == "gpuslice-scheduler");
+    CHECK_THAT(ev, Contains("the rule serve uses"));
+  }
+  SECTION("a file given with --config: the running namespace is gpuslice's (--namespace)") {
+    names.namespace_ = "tenant-x";
+    FoundConfiguration file{gpuslice::Configuration{}, "--config /etc/gpuslice/config.yaml", "", {}};
+    resolve_lease(names, file, false, false);
+    CHECK(names.lease_namespace == "tenant-x");
+  }
+  SECTION("leader election off: the lease check is skipped, saying why") {
+    auto found = find_configuration(
+        {config_map("gpuslice-system", "c", kConfigHead + "scheduler:\n  leaderElection:\n    leaderElect: false\n")},
+        names, std::nullopt);
+    auto ev = resolve_lease(names, found, false, false);
+    CHECK(names.lease_name.empty());
+    CHECK_THAT(ev, Contains("leaderElect: false"));
+  }
+  SECTION("the worker's and the sidecar's ConfigMaps: the one listening where the webhook points") {
+    auto worker =
+        config_map("gpuslice-system", "gpuslice-config", kConfigHead + "webhook:\n  bindAddress: 0.0.0.0:9443\n");
+    auto side = config_map("gpuslice-system", "gpuslice-sidecar-config",
+                           kConfigHead + "webhook:\n  bindAddress: 127.0.0.1:6444\n");
+    WebhookRef url;
+    url.url = "https://127.0.0.1:6444/mutate";
+    auto f = find_configuration({worker, side}, names, url);
+    REQUIRE(f.has_value());
+    CHECK(f->source == "ConfigMap gpuslice-system/gpuslice-sidecar-config (config.yaml)");
+    CHECK(webhook_port_of(f->config) == 6444);
+    REQUIRE(f->notes.size() == 1);
+    CHECK_THAT(f->notes[0], Contains("gpuslice-config"));
+    WebhookRef svc;
+    svc.service_name = "gpuslice-webhook";
+    svc.service_namespace = "gpuslice-system";
+    CHECK(find_configuration({side, worker}, names, svc)->source ==
+          "ConfigMap gpuslice-system/gpuslice-config (config.yaml)");
+  }
+  SECTION("a broken configuration is reported, others ignored") {
+    auto bad = config_map("gpuslice-system", "bad", kConfigHead + "scheduler:\n  nodeLockTimeout: 5x\n");
+    auto other = config_map("gpuslice-system", "unrelated", "hello: world\n");
+    auto f = find_configuration({bad, other}, names, std::nullopt);
+    REQUIRE(f.has_value());
+    CHECK(f->source.empty());
+    REQUIRE(f->notes.size() == 1);
+    CHECK_THAT(f->notes[0], Contains("nodeLockTimeout"));
+    CHECK_FALSE(find_configuration({other}, names, std::nullopt).has_value());
+  }
+}
+
+TEST_CASE("serving certificate found by its chain to the caBundle", "[doctor][tls]") {
+  auto ours = bundle_for("gpuslice-webhook");
+  auto theirs = bundle_for("gpuslice-webhook");  // another CA
+  auto secret = [](std::string name, const std::string& crt) {
+    json::object s = obj(R"({"kind":"Secret","type":"kubernetes.io/tls","metadata":{"namespace":"gpuslice-system"},
+      "data":{}})");
+    s["metadata"].as_object()["name"] = name;
+    s["data"].as_object()["tls.crt"] = gpuslice::base64_encode(crt);
+    return s;
+  };
+  WebhookRef ref = ref_with_ca(ours.ca_cert_pem);
+  SECTION("the named Secret chains: it is used") {
+    auto p = pick_serving_certificate({secret("x", theirs.cert_pem), secret("gpuslice-webhook-tls", ours.cert_pem)},
+                                      "gpuslice-webhook-tls", ref, kNow);
+    REQUIRE(p.has_value());
+    CHECK(p->source == "Secret gpuslice-system/gpuslice-webhook-tls");
+  }
+  SECTION("named otherwise (the sidecar's Secret beside the worker's): found by its chain") {
+    auto p = pick_serving_certificate(
+        {secret("gpuslice-webhook-tls", theirs.cert_pem), secret("gpuslice-sidecar-webhook-tls", ours.cert_pem)},
+        "gpuslice-webhook-tls", ref, kNow);
+    REQUIRE(p.has_value());
+    CHECK(p->source == "Secret gpuslice-system/gpuslice-sidecar-webhook-tls (found by its chain to the caBundle)");
+    CHECK(check_serving_cert(ref, p->pem, p->source, kNow).verdict == Verdict::pass);
+  }
+  SECTION("only the named one, from another CA: kept, so serving-cert reports the mismatch") {
+    auto p =
+        pick_serving_certificate({secret("gpuslice-webhook-tls", theirs.cert_pem)}, "gpuslice-webhook-tls", ref, kNow);
+    REQUIRE(p.has_value());
+    CHECK(check_serving_cert(ref, p->pem, p->source, kNow).cause_id == "ca-bundle-mismatch");
+  }
+  SECTION("none") {
+    CHECK_FALSE(pick_serving_certificate({secret("x", theirs.cert_pem)}, "gpuslice-webhook-tls", ref, kNow));
   }
 }

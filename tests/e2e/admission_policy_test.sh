@@ -15,14 +15,17 @@
 #   2. namespace F has both (webhook and policy): the same spec as the webhook alone, and both annotations;
 #   3. with the Konnectivity agent stopped (the tunnel down), a GPU pod in P is still admitted, mutated and
 #      bound by gpuslice; in F it is admitted with the policy's mutation (the fallback); in W it is refused by the
-#      scheduler guard (the webhook is unreachable).
+#      scheduler guard (the webhook is unreachable);
+#   4. `gpuslice doctor` with the tunnel down: passes for P (no webhook, the bound policy, the policy's pod);
+#      fails for F (webhook-fallback: the webhook serving F is not reached) and for a namespace opted out of the
+#      webhook that no binding selects (namespace-not-served).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=lib.sh
 source "$ROOT/tests/e2e/lib.sh"
 CACHE=${GPUSLICE_LAB_CACHE:-$HOME/.cache/gpuslice-lab}
 HELM=$CACHE/bin/helm
-W=policy-ref-$$ P=policy-map-$$ F=policy-both-$$
+W=policy-ref-$$ P=policy-map-$$ F=policy-both-$$ U=policy-none-$$
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpuslice-policy-test.XXXXXX")
 use_tenant a || { fail "tenant a" "lab/lab.sh env a failed"; exit 1; }
 agent_stopped=false
@@ -30,7 +33,7 @@ cleanup() {
   use_tenant a
   $agent_stopped && { "$LAB" start a agent >/dev/null 2>&1 || echo "WARNING: could not restart tenant a's agent"; }
   [[ -s $work/policy.yaml ]] && kubectl delete -f "$work/policy.yaml" --wait=false >/dev/null 2>&1
-  kubectl delete namespace "$W" "$P" "$F" --wait=false >/dev/null 2>&1
+  kubectl delete namespace "$W" "$P" "$F" "$U" --wait=false >/dev/null 2>&1
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -162,5 +165,29 @@ if [[ $? -ne 0 && $out == *gpuslice-scheduler-guard* ]]; then
   pass "tunnel down: the same pod in a webhook namespace is refused by the guard (webhook unreachable, failurePolicy Ignore)" "after $(( $(now_ms) - t0 )) ms: $out"
 else
   fail "tunnel down: the same pod in a webhook namespace is refused by the guard" "$out"
+fi
+
+section "gpuslice doctor in the policy topology (tunnel still down)"
+if run_doctor a --probe-namespace "$P"; then
+  pass "doctor passes the policy path with the tunnel down" "$(grep -E '^(PASS|FAIL|SKIP) |^doctor:' <<<"$DOCTOR_OUT" | tr -s ' ' | tr '\n' ' ')"
+else
+  fail "doctor passes the policy path with the tunnel down" "$DOCTOR_OUT"
+fi
+v="$(doctor_verdict webhook-config) $(doctor_verdict admission-policy) $(doctor_verdict serving-cert) $(doctor_verdict gpu-pod-dry-run)"
+[[ $v == "SKIP PASS SKIP PASS" && $(doctor_block admission-policy) == *"gpuslice-e2e-$$-gpu-pods"* &&
+   $(doctor_block gpu-pod-dry-run) == *"mutated by the MutatingAdmissionPolicy inside the API server"* ]] &&
+  pass "doctor: no webhook for $P, the bound policy found, the policy-mutated pod accepted" "$v; $(doctor_block admission-policy) $(doctor_block gpu-pod-dry-run)" ||
+  fail "doctor: no webhook for $P, the bound policy found, the policy-mutated pod accepted" "$v; $DOCTOR_OUT"
+if ! run_doctor a --probe-namespace "$F" && [[ $(doctor_block gpu-pod-dry-run) == *"[webhook-fallback]"* ]]; then
+  pass "doctor fails $F (webhook and policy) with the tunnel down: the policy is only the fallback" "$(doctor_block gpu-pod-dry-run)"
+else
+  fail "doctor fails $F with the tunnel down: webhook-fallback" "$DOCTOR_OUT"
+fi
+kubectl create namespace "$U" >/dev/null && kubectl label namespace "$U" gpuslice.io/webhook=ignore >/dev/null
+if ! run_doctor a --probe-namespace "$U" && [[ $(doctor_block webhook-config) == *"[namespace-not-served]"* &&
+   $(doctor_block gpu-pod-dry-run) == *"[no-admission]"* ]]; then
+  pass "doctor fails a namespace opted out of the webhook that no policy binding selects" "$(doctor_block webhook-config)"
+else
+  fail "doctor fails a namespace served by neither webhook nor policy" "$DOCTOR_OUT"
 fi
 "$LAB" start a agent >/dev/null 2>&1 && agent_stopped=false

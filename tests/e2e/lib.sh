@@ -333,3 +333,15 @@ accountant_check() {
   if ((rc == 0)); then pass "$id: accountant's verdict" "$(tail -1 <<<"$out")"; else fail "$id: accountant's verdict" "$out"; fi
   return $rc
 }
+
+# run_doctor TENANT [ARGS...]: `gpuslice doctor` with the tenant's admin kubeconfig; its output goes to
+# DOCTOR_OUT, its exit status is returned. doctor_verdict CHECK: PASS/FAIL/SKIP of CHECK in DOCTOR_OUT.
+# doctor_block CHECK: that check's lines (for evidence).
+run_doctor() {
+  local t=$1; shift
+  DOCTOR_OUT=$("$(gpuslice_bin)" doctor --kubeconfig "$(tenant_dir "$t")/admin.kubeconfig" "$@" 2>&1)
+}
+doctor_verdict() { awk -v c="$1" '$2 == c && ($1 == "PASS" || $1 == "FAIL" || $1 == "SKIP") {print $1; exit}' <<<"$DOCTOR_OUT"; }
+doctor_block() {
+  awk -v c="$1" '($1 == "PASS" || $1 == "FAIL" || $1 == "SKIP") {on = ($2 == c)} /^doctor:/ {on = 0} on' <<<"$DOCTOR_OUT" | tr -s ' ' | tr '\n' ' '
+}

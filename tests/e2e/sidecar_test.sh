@@ -9,7 +9,10 @@
 #   3. the Konnectivity agent stops (the tunnel is down): a GPU pod in the sidecar webhook's namespace is still
 #      mutated by the webhook and bound by the sidecar's loop, while a GPU pod sent to the worker-side webhook
 #      (through the tunnel) is refused by the scheduler guard;
-#   4. everything restarts as it was (agent, worker-side gpuslice leading again).
+#   4. `gpuslice doctor` (probe namespace: the sidecar's) passes with the tunnel down: it finds the URL webhook,
+#      the sidecar's ConfigMap, Secret and Lease by what they point at; with the sidecar stopped it fails, blaming
+#      the webhook at the URL (webhook-down), not the tunnel;
+#   5. everything restarts as it was (agent, worker-side gpuslice leading again).
 # The sidecar webhook is scoped to one namespace (labelled gpuslice.io/webhook=ignore so the worker-side webhook
 # skips it): both webhooks of one tenant never mutate the same pod.
 set -uo pipefail
@@ -75,6 +78,36 @@ out=$(gpu_pod ref-pod 6000 20 | kubectl -n "$N" create --dry-run=server -f - 2>&
   fail "tunnel down: the same pod for the worker-side webhook is refused by the guard" "$out"
 grep -qE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$LAB_STATE/logs/a-sidecar.log" &&
   fail "no sanitizer report in the sidecar's log" "$(grep -m3 -E 'ERROR:|runtime error' "$LAB_STATE/logs/a-sidecar.log")"
+
+section "gpuslice doctor in the sidecar topology (tunnel still down)"
+if run_doctor a --probe-namespace "$S"; then
+  pass "doctor passes the sidecar path with the tunnel down" "$(grep -E '^(PASS|FAIL|SKIP) |^doctor:' <<<"$DOCTOR_OUT" | tr -s ' ' | tr '\n' ' ')"
+else
+  fail "doctor passes the sidecar path with the tunnel down" "$DOCTOR_OUT"
+fi
+wc_block=$(doctor_block webhook-config)
+[[ $wc_block == *"gpuslice-sidecar"*"registered by url on localhost (127.0.0.1:$WPORT)"* ]] &&
+  pass "doctor: the sidecar's URL webhook is the one serving $S" "$wc_block" ||
+  fail "doctor: the sidecar's URL webhook is the one serving $S" "$wc_block"
+[[ $(doctor_verdict tunnel) == SKIP && $(doctor_block tunnel) == *"does not cross the tunnel"* ]] &&
+  pass "doctor: the broken tunnel is reported as off gpuslice's path" "$(doctor_block tunnel)" ||
+  fail "doctor: the broken tunnel is reported as off gpuslice's path" "$(doctor_block tunnel)"
+[[ $(doctor_block serving-cert) == *"gpuslice-sidecar-webhook-tls"*"SAN 127.0.0.1: present"* ]] &&
+  pass "doctor: the sidecar's serving Secret found by its chain to the caBundle" "$(doctor_block serving-cert)" ||
+  fail "doctor: the sidecar's serving Secret found by its chain to the caBundle" "$(doctor_block serving-cert)"
+[[ $(doctor_block scheduler-lease) == *"Lease named by ConfigMap gpuslice-system/gpuslice-sidecar-config"*"held and fresh"* ]] &&
+  pass "doctor: the Lease named by the sidecar's configuration, held" "$(doctor_block scheduler-lease)" ||
+  fail "doctor: the Lease named by the sidecar's configuration, held" "$(doctor_block scheduler-lease)"
+# The sidecar process stops, its URL webhook stays registered (`lab.sh stop a sidecar` below also deletes it).
+side_pid=$(lab_pid a sidecar)
+kill -TERM "$side_pid" 2>/dev/null
+sidecar_gone() { ! kill -0 "$side_pid" 2>/dev/null; }
+wait_for 15 sidecar_gone || note "the sidecar (pid $side_pid) still runs 15 s after SIGTERM"
+if ! run_doctor a --probe-namespace "$S" && [[ $(doctor_block gpu-pod-dry-run) == *"https://127.0.0.1:$WPORT/mutate"*"[webhook-down]"* ]]; then
+  pass "doctor fails the sidecar path with the sidecar stopped, blaming the webhook at the URL" "$(doctor_block gpu-pod-dry-run)"
+else
+  fail "doctor fails the sidecar path with the sidecar stopped, blaming the webhook at the URL" "$DOCTOR_OUT"
+fi
 
 section "back to the worker-side topology"
 "$LAB" start a agent >/dev/null 2>&1 && agent_stopped=false

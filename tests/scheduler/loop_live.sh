@@ -164,7 +164,7 @@ sleep 2
 echo "killing replica-$leader (-9) with $($K get pods -n bench --field-selector spec.nodeName!= -o name | wc -l) bound"
 t0=$(date +%s); kill -9 $(cat serve$leader.pid)
 for i in $(seq 120); do [[ $(curl -s 127.0.0.1:1808$other/readyz) == ok ]] && break; sleep 0.5; done
-echo "replica-$other ready (leader) after $(( $(date +%s) - t0 )) s; holder: $($K get lease -n kube-system gpuslice-scheduler -o jsonpath='{.spec.holderIdentity} transitions={.spec.leaseTransitions}')"
+echo "replica-$other ready (leader) after $(( $(date +%s) - t0 )) s; holder: $($K get lease -n gpuslice-system gpuslice-scheduler -o jsonpath='{.spec.holderIdentity} transitions={.spec.leaseTransitions}')"
 wait $cpid; N=$(python3 -c "import json;print(len(json.load(open('podsN.json'))['items']))")
 for i in $(seq 300); do n=$($K get pods -n bench --field-selector spec.nodeName!= -o name | wc -l); [[ $n -ge $N ]] && break; sleep 1; done
 echo "bound $n/$N, $(( $(date +%s) - t0 )) s after the kill"

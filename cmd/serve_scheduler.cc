@@ -100,9 +100,9 @@ class SchedulerComponent final : public gpuslice::cmd::Component {
       for (bool json : {false, true}) {
         pages_->add(json ? "/status.json" : "/status", [json](std::string_view query) {
           auto& source = StatusSource::get();
-          auto p = source.latest();
+          auto view = source.latest();
           return gpuslice::scheduler::status::board_response(
-              json, query, p.get(), std::chrono::steady_clock::now(),
+              json, query, view.get(), std::chrono::steady_clock::now(),
               source.running() ? "the scheduling loop has published no status view yet"
                                : "the scheduler is not running");
         });

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 #include <tuple>
+#include <unordered_map>
 
 namespace gpuslice::scheduler::status {
 namespace json = boost::json;
@@ -239,7 +240,7 @@ StatusView build_view(const Snapshot& snapshot, const std::vector<PendingInput>&
   StatusView v;
   v.state = state;
   Summary& s = v.summary;
-  std::map<std::string, size_t> node_index;
+  v.nodes.reserve(snapshot.node_count());
   snapshot.for_each_node([&](const NodeState& n) {
     NodeView nv;
     nv.name = n.name;
@@ -263,26 +264,26 @@ StatusView build_view(const Snapshot& snapshot, const std::vector<PendingInput>&
       cv.slots_used = c.used_slots;
       nv.cards.push_back(std::move(cv));
     }
-    node_index.emplace(nv.name, v.nodes.size());
     v.nodes.push_back(std::move(nv));
   });
-  // Holders: every recorded pod's slots, on the card of its GPU node.
-  std::map<std::pair<size_t, std::string_view>, size_t> card_at;  // (node, uuid) -> card index
-  for (size_t ni = 0; ni < v.nodes.size(); ++ni) {
-    for (size_t ci = 0; ci < v.nodes[ni].cards.size(); ++ci)
-      card_at.emplace(std::pair{ni, std::string_view(v.nodes[ni].cards[ci].uuid)}, ci);
-  }
+  // Holders: every recorded pod's slots, on the card of its GPU node. The index points into v.nodes, which no
+  // longer grows; a node's cards are few (8, 16), so a card is found by a scan.
+  std::unordered_map<std::string_view, size_t> node_index;
+  node_index.reserve(v.nodes.size());
+  for (size_t ni = 0; ni < v.nodes.size(); ++ni) node_index.emplace(v.nodes[ni].name, ni);
   snapshot.for_each_pod([&](const PodRecord& p) {
     if (p.gpu_node.empty()) return;
     auto nit = node_index.find(p.gpu_node);
     if (nit == node_index.end()) return;
     const size_t ni = nit->second;
+    std::vector<CardView>& node_cards = v.nodes[ni].cards;
     bool holds = false;
     for (size_t slot = 0; slot < p.devices.size(); ++slot) {
       if (slot < p.init_slots && p.init_done) continue;  // finished init containers hold nothing
       for (const ContainerDevice& d : p.devices[slot]) {
-        auto cit = card_at.find(std::pair{ni, std::string_view(d.uuid)});
-        if (cit == card_at.end()) continue;
+        auto cit =
+            std::find_if(node_cards.begin(), node_cards.end(), [&](const CardView& c) { return c.uuid == d.uuid; });
+        if (cit == node_cards.end()) continue;
         Holder h;
         h.ns = p.ns;
         h.pod = p.name;
@@ -292,7 +293,7 @@ StatusView build_view(const Snapshot& snapshot, const std::vector<PendingInput>&
         h.mem_mib = d.mem_mib;
         h.cores = d.cores;
         h.assumed = p.assumed;
-        v.nodes[ni].cards[cit->second].holders.push_back(std::move(h));
+        cit->holders.push_back(std::move(h));
         holds = true;
       }
     }

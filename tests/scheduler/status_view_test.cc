@@ -391,18 +391,17 @@ TEST_CASE("the dashboard check convicts: a missing series, a missing label, an u
   const std::string unknown = std::string(GPUSLICE_BINARY_DIR) + "/status_view_test.unknown-dashboard.json";
   {
     std::ofstream out(unknown);
-    out << R"({"title": "t", "panels": [{"title": "p", "targets": [{"refId": "A", "expr": "sum(mystery_series)"
-  }]
-}]
-})";
-}
-DashboardCheck unclassified = dashboard_check(text, unknown);
-std::remove(unknown.c_str());
-CHECK(unclassified.status != 0);
-CHECK_THAT(unclassified.report, Catch::Contains("mystery_series is in no source of metric-sources.json"));
+    out << R"json({"title": "t", "panels": [{"title": "p", "targets": [{"refId": "A", "expr": "sum(mystery_series)"}]}]})json";
+  }
+  DashboardCheck unclassified = dashboard_check(text, unknown);
+  std::remove(unknown.c_str());
+  CHECK(unclassified.status != 0);
+  CHECK_THAT(unclassified.report, Catch::Contains("mystery_series is in no source of metric-sources.json"));
 }
 
-TEST_CASE("--hami-legacy-metrics: the legacy names and labels only when asked, HAMi v2.10's names always") {
+TEST_CASE(
+    "HAMi's legacy metric names (serve --hami-legacy-metrics): the legacy names and labels only when asked, HAMi "
+    "v2.10's names always") {
   Seed s = seed();
   status::StatusView v = status::build_view(s.snap, s.pending, state_at(1000));
   const std::string with = status::render_hami_metrics(v, true);

@@ -102,6 +102,22 @@ else
   fail "helm template (defaults) == kubectl kustomize manifests/base, object by object" "$(grep DIFF <<<"$out" | head -8)"
 fi
 
+comp=$ROOT/manifests/components/admission-policy
+if "$comp/regen.sh" "$HELM" "$work/component.yaml" 2>"$work/component.err" && cmp -s "$work/component.yaml" "$comp/admission-policy.yaml"; then
+  pass "manifests/components/admission-policy is the chart's policy (regen.sh output unchanged)" "$(grep -c '^apiVersion: admissionregistration.k8s.io/v1$' "$comp/admission-policy.yaml") objects of admissionregistration.k8s.io/v1"
+else
+  fail "manifests/components/admission-policy is the chart's policy" "stale: run $comp/regen.sh; $(diff "$comp/admission-policy.yaml" "$work/component.yaml" | head -5) $(cat "$work/component.err")"
+fi
+cp -r "$ROOT/manifests" "$work/manifests" && mkdir -p "$work/manifests/overlays/with-policy"
+printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../../base]\ncomponents: [../../components/admission-policy]\n' \
+  >"$work/manifests/overlays/with-policy/kustomization.yaml"
+if "$BIN/kubectl" kustomize "$work/manifests/overlays/with-policy" >"$work/with-policy.yaml" 2>&1 &&
+   grep -q '^kind: MutatingAdmissionPolicyBinding$' "$work/with-policy.yaml" && grep -q '^kind: MutatingWebhookConfiguration$' "$work/with-policy.yaml"; then
+  pass "kustomize: manifests/base + components/admission-policy renders the webhook and the policy (the fallback)"
+else
+  fail "kustomize: manifests/base + components/admission-policy" "$(head -5 "$work/with-policy.yaml")"
+fi
+
 section "server-side dry run of every rendering on tenant a"
 use_tenant a
 kubectl create namespace "$scratch" >/dev/null && kubectl label namespace "$scratch" gpuslice.io/webhook=ignore >/dev/null
@@ -126,6 +142,12 @@ PY
   done
   if [[ -z $bad ]]; then pass "dry run: $v ($n objects created --dry-run=server)"; else fail "dry run: $v" "$bad"; fi
 done
+
+if err=$(kubectl create --dry-run=server -f "$ROOT/manifests/components/admission-policy/admission-policy.yaml" 2>&1); then
+  pass "dry run: manifests/components/admission-policy" "$(tr '\n' ' ' <<<"$err")"
+else
+  fail "dry run: manifests/components/admission-policy" "$err"
+fi
 
 section "tenant b was installed with helm install"
 use_tenant b

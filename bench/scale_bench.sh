@@ -179,7 +179,11 @@ run_phase() {
   ((rc == 0)) || die "$name bound $(bound_count "$WORK/$name.events") / $PODS pods within ${BIND_TIMEOUT}s"
   local t_all; t_all=$(now)
   log "  $name: all $PODS bound after $(since "$t_start") s; settling ${SETTLE}s ($(conditions))"
+  cp "/proc/$pid/status" "$WORK/$name.status-all-bound" 2>/dev/null || true
   sleep "$SETTLE"
+  # Where the memory is (for a profile): the process status, and its mappings (anonymous heap arenas vs the binary).
+  cp "/proc/$pid/status" "$WORK/$name.status-settled" 2>/dev/null || true
+  cp "/proc/$pid/smaps" "$WORK/$name.smaps" 2>/dev/null || true
   kill "$SAMPLER_PID" 2>/dev/null; wait "$SAMPLER_PID" 2>/dev/null || true; SAMPLER_PID=""
   python3 - "$WORK/$name" "$t_start" "$ready" "$t_all" "$PODS" "$WATCH" <<'PY'
 import json, subprocess, sys

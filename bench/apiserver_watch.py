@@ -14,8 +14,9 @@ server serves (not from any scheduler's own logs).
   apiserver_watch.py create --kubeconfig F --template FILE --count N [--threads T]
       creates N objects (Pods or Nodes) from a one-object YAML template, "@I@" in it replaced by 0..N-1, over T
       keep-alive connections in parallel (bench/scale_bench.sh: 40,000 pods in seconds, not kubectl's minutes).
-  apiserver_watch.py delete-pods --kubeconfig F --namespace NS --selector S
-      deletes the matching pods at once (DeleteCollection, gracePeriodSeconds 0) until none is left.
+  apiserver_watch.py delete-pods --kubeconfig F --namespace NS --selector S [--prefix P --count N [--threads T]]
+      deletes P0..P<N-1> by name in parallel (grace 0), then whatever still matches S (DeleteCollection, grace 0)
+      until none is left.
 
 Only loopback API servers are used (the lab's); the kubeconfig's client certificate authenticates.
 """
@@ -122,8 +123,25 @@ def cmd_delete_pods(a):
     factory = lambda: http.client.HTTPSConnection(host, port, context=sslctx, timeout=120)  # noqa: E731
     base = "/api/v1/namespaces/%s/pods" % urllib.parse.quote(a.namespace)
     sel = urllib.parse.urlencode({"labelSelector": a.selector})
-    conn = factory()
     t0 = time.time()
+    if a.count:  # PREFIX0..PREFIX<count-1> in parallel first (DeleteCollection deletes one by one, server-side)
+        import concurrent.futures
+        import threading
+        local = threading.local()
+        body = json.dumps({"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}).encode()
+
+        def one(i):
+            conn = getattr(local, "conn", None) or factory()
+            for _ in range(20):
+                conn, status, _text = call(factory, conn, "DELETE", "%s/%s%d" % (base, a.prefix, i), body)
+                if status not in (429, 500, 503, 504):
+                    break
+                time.sleep(0.2)
+            local.conn = conn
+
+        with concurrent.futures.ThreadPoolExecutor(a.threads) as pool:
+            list(pool.map(one, range(a.count)))
+    conn = factory()
     while True:
         conn, status, text = call(factory, conn, "GET", base + "?limit=1&" + sel)
         if status == 200 and not json.loads(text).get("items"):
@@ -272,6 +290,9 @@ def main():
     d.add_argument("--namespace", required=True)
     d.add_argument("--selector", required=True)
     d.add_argument("--timeout", type=float, default=900)
+    d.add_argument("--prefix", default="", help="with --count: delete PREFIX0.. by name in parallel first")
+    d.add_argument("--count", type=int, default=0)
+    d.add_argument("--threads", type=int, default=16)
     a = p.parse_args()
     return {"watch": cmd_watch, "throughput": cmd_throughput, "latency": cmd_latency, "create": cmd_create,
             "delete-pods": cmd_delete_pods}[a.cmd](a)

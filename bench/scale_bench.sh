@@ -222,7 +222,8 @@ if [[ $ONLY != kube-scheduler ]]; then
   "$LAB" stop a gpuslice
   [[ $NODE_LOCK == off ]] || "$LAB" stop a mock-device-agent
   log "  deleting the GPU pods"
-  python3 "$WATCH" delete-pods --kubeconfig "$KCFG" --namespace "$NS" --selector bench=gpu
+  python3 "$WATCH" delete-pods --kubeconfig "$KCFG" --namespace "$NS" --selector bench=gpu --prefix gpu- --count "$PODS" \
+    --threads "$THREADS"
 fi
 
 # ---- 2. kube-scheduler ----------------------------------------------------------------------------------------

@@ -196,7 +196,7 @@ during = [r for r in rows if r[0] <= t_all]
 after = [r for r in rows if r[0] > t_all]
 tp["ready_s"] = None if ready == "-" else float(ready) - t_start
 tp["rss_peak_mb"] = max(r[1] for r in rows) / 1024 if rows else None
-tp["hwm_mb"] = rows[-1][2] / 1024 if rows else None
+tp["hwm_mb"] = max(rows[-1][2], max(r[1] for r in rows)) / 1024 if rows else None  # VmHWM, or a higher sample
 tp["rss_at_all_bound_mb"] = during[-1][1] / 1024 if during else None
 tp["rss_settled_mb"] = after[-1][1] / 1024 if after else None
 tp["samples"] = len(rows)

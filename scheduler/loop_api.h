@@ -30,8 +30,10 @@ class LoopApi {
   virtual Task<kube::ApiResult<Object>> patch_node(std::string name, std::string merge_patch) = 0;
   virtual Task<kube::ApiResult<Object>> get_pod(std::string ns, std::string name) = 0;
   virtual Task<kube::ApiResult<Object>> get_node(std::string name) = 0;
-  /// pods/binding with the pod's UID as a precondition (201 ok; 409 already bound; 404 gone).
-  virtual Task<kube::ApiStatus> bind(std::string ns, std::string name, std::string node, std::string uid) = 0;
+  /// pods/binding with the pod's UID as a precondition, carrying `metadata` (annotations, labels) onto the pod in
+  /// the same write (201 ok; 409 already bound or another pod of that name; 404 gone).
+  virtual Task<kube::ApiStatus> bind(std::string ns, std::string name, std::string node, std::string uid,
+                                     kube::BindingMetadata metadata) = 0;
   /// Strategic-merge patch of pods/{name}/status with one condition.
   virtual Task<kube::ApiResult<Object>> patch_condition(std::string ns, std::string name,
                                                         kube::PodCondition condition) = 0;

@@ -8,7 +8,7 @@ namespace gpuslice::scheduler {
 namespace {
 
 // True when the pod's PodScheduled condition already says exactly this: no need to patch it again.
-bool condition_matches(const boost::json::object& pod, std::string_view message) {
+bool condition_matches(const boost::json::object& pod, std::string_view reason, std::string_view message) {
   const auto* status = pod.if_contains("status");
   if (status == nullptr || !status->is_object()) {
     return false;
@@ -23,7 +23,7 @@ bool condition_matches(const boost::json::object& pod, std::string_view message)
     }
     const auto& o = c.get_object();
     if (string_at_pointer(o, "/type") == "PodScheduled") {
-      return string_at_pointer(o, "/status") == "False" && string_at_pointer(o, "/reason") == "Unschedulable" &&
+      return string_at_pointer(o, "/status") == "False" && string_at_pointer(o, "/reason") == reason &&
              string_at_pointer(o, "/message") == message;
     }
   }
@@ -45,28 +45,37 @@ bool LoopReporter::take_slot() {
   return true;
 }
 
-void LoopReporter::unschedulable(const PodKey& key, const boost::json::object& pod, const std::string& message,
-                                 const std::string& hami_note) {
+bool LoopReporter::failed(const PodKey& key, const boost::json::object& pod, const std::string& reason,
+                          const std::string& message) {
   const auto now = options_.clock.steady();
   auto& rep = reported_[key];
   if (rep.at != SteadyTime{} && rep.message == message && now - rep.at < options_.interval) {
-    return;
+    return false;
   }
   rep.message = message;
   rep.at = now;
-  if (!condition_matches(pod, message) && take_slot()) {
+  if (!condition_matches(pod, reason, message) && take_slot()) {
     kube::PodCondition c;
     c.type = "PodScheduled";
     c.status = "False";
-    c.reason = "Unschedulable";
+    c.reason = reason;
     c.message = message;
     c.last_transition_time = options_.clock.wall();
     spawn_(patch_condition(key, std::move(c)));
   }
   event(pod, "FailedScheduling", "Warning", message);
-  if (!hami_note.empty()) {
+  return true;
+}
+
+void LoopReporter::unschedulable(const PodKey& key, const boost::json::object& pod, const std::string& message,
+                                 const std::string& hami_note) {
+  if (failed(key, pod, "Unschedulable", message) && !hami_note.empty()) {
     event(pod, "FilteringFailed", "Warning", hami_note);
   }
+}
+
+void LoopReporter::scheduler_error(const PodKey& key, const boost::json::object& pod, const std::string& message) {
+  (void)failed(key, pod, "SchedulerError", message);
 }
 
 void LoopReporter::event(const boost::json::object& pod, std::string reason, std::string type, std::string note) {

@@ -44,6 +44,10 @@ class LoopReporter {
   /// it), Event FailedScheduling, and FilteringFailed with `hami_note` when not empty. Rate-limited per pod.
   void unschedulable(const PodKey& key, const boost::json::object& pod, const std::string& message,
                      const std::string& hami_note);
+  /// A decided pod whose bind failed (kube-scheduler's handleSchedulingFailure with a bind error):
+  /// PodScheduled=False/SchedulerError with `message` (unless already said) and a FailedScheduling Event.
+  /// Rate-limited per pod with unschedulable().
+  void scheduler_error(const PodKey& key, const boost::json::object& pod, const std::string& message);
   /// Annotations on `pod` that are ignored because its author cannot be trusted to write them (PodInfo's
   /// ignored_annotations and unbound scheduler-owned keys): a warning log line and a Warning Event
   /// `AnnotationIgnored` joining `lines`, once per distinct message while the pod is pending.
@@ -73,6 +77,8 @@ class LoopReporter {
   };
 
   bool take_slot();
+  /// The rate-limited condition + FailedScheduling pair of unschedulable() and scheduler_error().
+  bool failed(const PodKey& key, const boost::json::object& pod, const std::string& reason, const std::string& message);
   boost::asio::awaitable<void> patch_condition(PodKey key, kube::PodCondition condition);
   boost::asio::awaitable<void> create_event(kube::EventRecord event);
 

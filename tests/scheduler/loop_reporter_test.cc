@@ -131,6 +131,33 @@ TEST_CASE("reporter: the same message is reported once per interval; a new messa
   CHECK(h.api->events.size() == 4);
 }
 
+TEST_CASE("reporter: a failed bind says SchedulerError, as kube-scheduler does; a condition of another reason is "
+          "patched",
+          "[loop_reporter]") {
+  Harness h;
+  auto p = h.pod("p");
+  const PodKey key{"default", "p"};
+  h.reporter->unschedulable(key, p, "binding rejected: 500 InternalError: x", "");
+  h.settle();
+  REQUIRE(h.api->conditions.size() == 1);
+  // Same message, another reason: the condition does not say it yet, so it is written (the Event is
+  // rate-limited with the unschedulable one only once the interval passes).
+  h.steady_now += 31s;
+  h.reporter->scheduler_error(key, h.api->pods.at("default/p"), "binding rejected: 500 InternalError: x");
+  h.settle();
+  REQUIRE(h.api->conditions.size() == 2);
+  CHECK(h.api->conditions[1].second.reason == "SchedulerError");
+  CHECK(h.api->conditions[1].second.status == "False");
+  CHECK(h.api->conditions[1].second.message == "binding rejected: 500 InternalError: x");
+  CHECK(h.api->events.back().reason == "FailedScheduling");
+  CHECK(h.api->events.back().note == "binding rejected: 500 InternalError: x");
+  // Said already: not patched again.
+  h.steady_now += 31s;
+  h.reporter->scheduler_error(key, h.api->pods.at("default/p"), "binding rejected: 500 InternalError: x");
+  h.settle();
+  CHECK(h.api->conditions.size() == 2);
+}
+
 TEST_CASE("reporter: retain keeps only the records asked for", "[loop_reporter]") {
   Harness h;
   auto a = h.pod("a");

@@ -833,7 +833,8 @@ void SchedulingLoop::start_labels() {
       self->labelling_.erase(key);
       if (!r && !r.error().is_not_found()) {
         // Kept in needs_label_: the sweep tries again.
-        log::warning("writing the hami.io/vgpu-node label failed", {{"pod", key.str()}, {"error", r.error().to_string()}});
+        log::warning("writing the hami.io/vgpu-node label failed",
+                     {{"pod", key.str()}, {"error", r.error().to_string()}});
         co_return;
       }
       if (!r) {

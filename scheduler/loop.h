@@ -234,9 +234,9 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   std::set<PodKey> scrubbing_;                                          // stale-annotation removals in flight
   std::map<PodKey, std::string> needs_label_;  // bound by us, hami.io/vgpu-node label missing -> node
   std::set<PodKey> labelling_;                 // label patches in flight (at most kMaxLabelsInFlight)
-  std::map<PodKey, Nomination> nominations_;                            // preemptors waiting for their victims
-  NodeLocker locker_;                                                   // hami.io/mutex.lock: takes, releases, janitor
-  LoopReporter reporter_;                                               // PodScheduled condition and Events
+  std::map<PodKey, Nomination> nominations_;   // preemptors waiting for their victims
+  NodeLocker locker_;                          // hami.io/mutex.lock: takes, releases, janitor
+  LoopReporter reporter_;                      // PodScheduled condition and Events
 
   boost::asio::steady_timer wake_timer_;
   boost::asio::steady_timer sweep_timer_;

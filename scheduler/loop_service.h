@@ -44,7 +44,8 @@ class SchedulerService {
   /// `side_client` (on the same executor; default: `client`) carries Events, PodScheduled=False conditions and
   /// labels with its own rate limit, so they never take a bind's token (kube-scheduler's separate event client).
   SchedulerService(std::shared_ptr<kube::Client> client, const Configuration& config, std::string identity,
-                   std::string lease_namespace, LoopClock clock = {}, std::shared_ptr<kube::Client> side_client = nullptr);
+                   std::string lease_namespace, LoopClock clock = {},
+                   std::shared_ptr<kube::Client> side_client = nullptr);
   /// co_spawns everything on the client's executor. Call once.
   void start();
   /// Stops informers, loop and election (releasing the lease); call on the executor.

@@ -188,7 +188,7 @@ LockOwnerState classify_lock_owner(const std::optional<PodBrief>& owner, std::st
   if (owner->node_name.empty()) {
     // Ours alone to bind, and we are not binding it: nobody is between its lock and a Binding (after the grace).
     return !our_scheduler.empty() && owner->scheduler_name == our_scheduler ? LockOwnerState::abandoned
-                                                                             : LockOwnerState::active;
+                                                                            : LockOwnerState::active;
   }
   if (owner->node_name != node || (owner->bind_phase == kBindPhaseSuccess || owner->bind_phase == kBindPhaseFailed)) {
     return LockOwnerState::allocation_over;

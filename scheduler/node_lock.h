@@ -97,10 +97,10 @@ std::string node_lock_patch(std::string_view resource_version, const std::option
 /// What the lock janitor knows of a pod (from the pod watch or a GET).
 struct PodBrief {
   std::string uid;
-  std::string node_name;   ///< spec.nodeName
-  std::string vgpu_node;   ///< hami.io/vgpu-node
-  std::string bind_phase;  ///< hami.io/bind-phase
-  std::string phase;       ///< status.phase
+  std::string node_name;       ///< spec.nodeName
+  std::string vgpu_node;       ///< hami.io/vgpu-node
+  std::string bind_phase;      ///< hami.io/bind-phase
+  std::string phase;           ///< status.phase
   std::string scheduler_name;  ///< spec.schedulerName
 };
 /// Reads the brief from a pod object; absent or non-string fields are empty.

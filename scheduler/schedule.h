@@ -24,8 +24,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>

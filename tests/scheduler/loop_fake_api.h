@@ -198,7 +198,6 @@ class FakeApi : public LoopApi {
   Task<kube::ApiStatus> bind(std::string ns, std::string name, std::string node, std::string uid,
                              kube::BindingMetadata metadata) override {
     const std::string key = ns + "/" + name;
-    calls.push_back("bind " + key);
     if (auto e = injected("bind " + key)) {
       co_return *e;
     }
@@ -217,8 +216,8 @@ class FakeApi : public LoopApi {
     }
     it->second["spec"].as_object()["nodeName"] = node;
     auto& meta = it->second["metadata"].as_object();
-    for (const auto& [field, values] : {std::pair{"annotations", &metadata.annotations},
-                                        std::pair{"labels", &metadata.labels}}) {
+    for (const auto& [field, values] :
+         {std::pair{"annotations", &metadata.annotations}, std::pair{"labels", &metadata.labels}}) {
       if (values->empty() || (std::string_view(field) == "labels" && !copy_binding_labels)) {
         continue;
       }

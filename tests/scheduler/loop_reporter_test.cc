@@ -131,9 +131,10 @@ TEST_CASE("reporter: the same message is reported once per interval; a new messa
   CHECK(h.api->events.size() == 4);
 }
 
-TEST_CASE("reporter: a failed bind says SchedulerError, as kube-scheduler does; a condition of another reason is "
-          "patched",
-          "[loop_reporter]") {
+TEST_CASE(
+    "reporter: a failed bind says SchedulerError, as kube-scheduler does; a condition of another reason is "
+    "patched",
+    "[loop_reporter]") {
   Harness h;
   auto p = h.pod("p");
   const PodKey key{"default", "p"};

@@ -97,8 +97,7 @@ class RecordingApi final : public LoopApi {
   Task<kube::ApiStatus> bind(std::string ns, std::string name, std::string node, std::string uid,
                              kube::BindingMetadata metadata) override {
     calls.push_back("bind");
-    co_return co_await api_->bind(std::move(ns), std::move(name), std::move(node), std::move(uid),
-                                  std::move(metadata));
+    co_return co_await api_->bind(std::move(ns), std::move(name), std::move(node), std::move(uid), std::move(metadata));
   }
   Task<kube::ApiResult<Object>> patch_condition(std::string ns, std::string name,
                                                 kube::PodCondition condition) override {
@@ -440,8 +439,7 @@ TEST_CASE("loop: one write per pod without the node lock - the Binding carries t
   h.finish();
 }
 
-TEST_CASE("loop: Events, conditions and labels take the side path; the bind path never waits for them",
-          "[loop]") {
+TEST_CASE("loop: Events, conditions and labels take the side path; the bind path never waits for them", "[loop]") {
   Harness h("hami", true, 600000ms, /*side_path=*/true);
   h.api->copy_binding_labels = false;
   h.api->put_node(make_node("gpu-0", "GPU-a"));
@@ -583,8 +581,7 @@ TEST_CASE("loop: a failed bind releases the lock and drops the assumption", "[lo
   CHECK(ann(h.api->pods.at("default/p"), "hami.io/vgpu-node").empty());
   REQUIRE(h.run_until([&] { return !h.api->conditions.empty(); }));
   CHECK(h.api->conditions.back().second.reason == "SchedulerError");
-  CHECK(h.api->conditions.back().second.message ==
-        "binding rejected: 500 InternalError: etcd hiccup");
+  CHECK(h.api->conditions.back().second.message == "binding rejected: 500 InternalError: etcd hiccup");
   // Retried after its backoff and bound.
   REQUIRE(h.run_until([&] { return !h.node_of("default/p").empty(); }));
   h.finish();
@@ -668,7 +665,7 @@ TEST_CASE("loop: a lock left by an unbound pod of ours is taken over once past t
   h.io.run_for(300ms);
   h.io.restart();
   CHECK(h.node_of("default/p").empty());  // within the grace: a previous leader's Binding might still land
-  h.wall_now += 51s;                       // the lock is now 61 s old, past kAbandonedLockGrace (60 s)
+  h.wall_now += 51s;                      // the lock is now 61 s old, past kAbandonedLockGrace (60 s)
   REQUIRE(h.run_until([&] { return !h.node_of("default/p").empty(); }));
   CHECK(ann(h.api->nodes.at("gpu-0"), "hami.io/mutex.lock") == format_node_lock(h.wall_now, "default", "p"));
   h.finish();

@@ -41,6 +41,10 @@ class ClientApi final : public LoopApi {
   Task<kube::ApiResult<Object>> create_event(kube::EventRecord event) override {
     co_return co_await client_->create_event(std::move(event));
   }
+  Task<kube::ApiResult<Object>> patch_event(std::string ns, std::string name, std::string merge_patch) override {
+    std::string path = kube::object_path(kube::resources::events(), ns, name);
+    co_return co_await client_->patch(std::move(path), kube::PatchType::merge, std::move(merge_patch));
+  }
   Task<kube::ApiResult<Object>> patch_pod_status(std::string ns, std::string name, std::string merge_patch) override {
     std::string path = kube::object_path(kube::resources::pods(), ns, name) + "/status";
     co_return co_await client_->patch(std::move(path), kube::PatchType::merge, std::move(merge_patch));

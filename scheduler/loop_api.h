@@ -38,6 +38,8 @@ class LoopApi {
   virtual Task<kube::ApiResult<Object>> patch_condition(std::string ns, std::string name,
                                                         kube::PodCondition condition) = 0;
   virtual Task<kube::ApiResult<Object>> create_event(kube::EventRecord event) = 0;
+  /// Merge patch of events.k8s.io/v1 events/{name} (an Event series' count and lastObservedTime).
+  virtual Task<kube::ApiResult<Object>> patch_event(std::string ns, std::string name, std::string merge_patch) = 0;
   /// Merge patch of pods/{name}/status (preemption's status.nominatedNodeName).
   virtual Task<kube::ApiResult<Object>> patch_pod_status(std::string ns, std::string name, std::string merge_patch) = 0;
   /// Graceful DELETE of pods/{name} (the pod's own terminationGracePeriodSeconds) with the UID as a precondition:

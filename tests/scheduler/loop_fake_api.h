@@ -269,7 +269,26 @@ class FakeApi : public LoopApi {
     co_return it->second;
   }
   Task<kube::ApiResult<Object>> create_event(kube::EventRecord event) override {
+    if (auto e = injected("create_event " + event.reason)) {
+      co_return *e;
+    }
     events.push_back(event);
+    co_return Object{};
+  }
+  /// Series updates per Event name: the last merge patch body.
+  std::map<std::string, std::string> event_patches;
+  Task<kube::ApiResult<Object>> patch_event(std::string ns, std::string name, std::string patch) override {
+    if (auto e = injected("patch_event " + ns + "/" + name)) {
+      co_return *e;
+    }
+    bool known = false;
+    for (const auto& ev : events) {
+      known = known || ev.name == name;
+    }
+    if (!known) {
+      co_return not_found("events", name);
+    }
+    event_patches[ns + "/" + name] = std::move(patch);
     co_return Object{};
   }
   Task<kube::ApiResult<Object>> patch_pod_status(std::string ns, std::string name, std::string patch) override {

@@ -117,18 +117,47 @@ TEST_CASE("reporter: the same message is reported once per interval; a new messa
   CHECK(h.api->events.size() == 2);
   CHECK(h.api->conditions.size() == 2);
 
-  // Past the interval the same message is reported again, but the condition already says it: no patch.
+  // Past the interval the same message is reported again, but the condition already says it: no patch. The
+  // Event is isomorphic to the one created 31 s ago: its series counts the occurrence (client-go's events
+  // broadcaster) instead of a new Event.
   h.steady_now += 31s;
   h.reporter->unschedulable(key, h.api->pods.at("default/p"), "m2", "");
   h.settle();
-  CHECK(h.api->events.size() == 3);
+  CHECK(h.api->events.size() == 2);
   CHECK(h.api->conditions.size() == 2);
+  const std::string series_event = "default/" + h.api->events.back().name;
+  REQUIRE(h.api->event_patches.count(series_event) == 1);
+  auto patch = json::parse(h.api->event_patches.at(series_event)).as_object();
+  CHECK(patch.at("series").at("count") == 2);
+  CHECK(patch.at("series").at("lastObservedTime") == "2026-11-30T07:48:24.000000Z");
+  CHECK(h.reporter->series_updates() == 1);
 
-  // Forgotten (bound, deleted): the next report is not rate-limited.
+  // Forgotten (bound, deleted): the next report is not rate-limited; still in the series window.
   h.reporter->forget(key);
   h.reporter->unschedulable(key, h.api->pods.at("default/p"), "m2", "");
   h.settle();
-  CHECK(h.api->events.size() == 4);
+  CHECK(json::parse(h.api->event_patches.at(series_event)).at("series").at("count") == 3);
+  // Past the series window: a new Event.
+  h.steady_now += 7min;
+  h.reporter->unschedulable(key, h.api->pods.at("default/p"), "m2", "");
+  h.settle();
+  CHECK(h.api->events.size() == 3);
+}
+
+TEST_CASE("reporter: a series whose Event is gone starts a new Event", "[loop_reporter]") {
+  Harness h;
+  auto p = h.pod("p");
+  const PodKey key{"default", "p"};
+  h.reporter->event(p, "Scheduled", "Normal", "n");
+  h.settle();
+  REQUIRE(h.api->events.size() == 1);
+  h.api->events.clear();  // expired by the API server (event TTL)
+  h.steady_now += 1s;
+  h.reporter->event(p, "Scheduled", "Normal", "n");  // patch answers NotFound: the series is forgotten
+  h.settle();
+  h.reporter->event(p, "Scheduled", "Normal", "n");
+  h.settle();
+  CHECK(h.api->events.size() == 1);
 }
 
 TEST_CASE(

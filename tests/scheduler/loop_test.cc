@@ -108,6 +108,10 @@ class RecordingApi final : public LoopApi {
     calls.push_back("create_event " + event.reason);
     co_return co_await api_->create_event(std::move(event));
   }
+  Task<kube::ApiResult<Object>> patch_event(std::string ns, std::string name, std::string patch) override {
+    calls.push_back("patch_event");
+    co_return co_await api_->patch_event(std::move(ns), std::move(name), std::move(patch));
+  }
   Task<kube::ApiResult<Object>> patch_pod_status(std::string ns, std::string name, std::string patch) override {
     calls.push_back("patch_pod_status");
     co_return co_await api_->patch_pod_status(std::move(ns), std::move(name), std::move(patch));

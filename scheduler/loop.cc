@@ -123,8 +123,10 @@ SchedulingLoop::SchedulingLoop(asio::any_io_executor executor, LoopOptions optio
                   .node_written = [this](const boost::json::object& node) { apply_node(node, false); },
                   .spawn = [this](asio::awaitable<void> task) { spawn(std::move(task)); },
               }),
-      reporter_(LoopReporterOptions{options_.identity, options_.max_side_effects_in_flight, options_.event_interval,
-                                    options_.clock},
+      reporter_(LoopReporterOptions{.identity = options_.identity,
+                                    .max_in_flight = options_.max_side_effects_in_flight,
+                                    .interval = options_.event_interval,
+                                    .clock = options_.clock},
                 side_api_, [this](asio::awaitable<void> task) { spawn(std::move(task)); }),
       wake_timer_(executor),
       sweep_timer_(executor) {

@@ -168,6 +168,11 @@ PodBrief brief_of(const boost::json::object& pod) {
   b.bind_phase = at({"metadata", "annotations", kBindPhaseAnnotation});
   b.phase = at({"status", "phase"});
   b.scheduler_name = at({"spec", "schedulerName"});
+  if (const auto* meta = object_at(pod, "metadata"); meta != nullptr) {
+    if (const auto* ann = object_at(*meta, "annotations"); ann != nullptr && ann->contains(kDevicesToAllocateAnnotation)) {
+      b.devices_consumed = string_at(*ann, kDevicesToAllocateAnnotation).find(kNvidiaVendorWord) == std::string::npos;
+    }
+  }
   return b;
 }
 
@@ -190,7 +195,8 @@ LockOwnerState classify_lock_owner(const std::optional<PodBrief>& owner, std::st
     return !our_scheduler.empty() && owner->scheduler_name == our_scheduler ? LockOwnerState::abandoned
                                                                             : LockOwnerState::active;
   }
-  if (owner->node_name != node || (owner->bind_phase == kBindPhaseSuccess || owner->bind_phase == kBindPhaseFailed)) {
+  if (owner->node_name != node || owner->bind_phase == kBindPhaseSuccess || owner->bind_phase == kBindPhaseFailed ||
+      owner->devices_consumed) {
     return LockOwnerState::allocation_over;
   }
   return LockOwnerState::active;

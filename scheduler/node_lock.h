@@ -102,13 +102,17 @@ struct PodBrief {
   std::string bind_phase;      ///< hami.io/bind-phase
   std::string phase;           ///< status.phase
   std::string scheduler_name;  ///< spec.schedulerName
+  /// hami.io/vgpu-devices-to-allocate is present and holds no NVIDIA entry: the device plugin has consumed every
+  /// entry (HAMi's PodAllocationTrySuccess test), so the pod has nothing left to allocate under a lock.
+  bool devices_consumed = false;
 };
 /// Reads the brief from a pod object; absent or non-string fields are empty.
 PodBrief brief_of(const boost::json::object& pod);
 
 /// Whether the owner of a lock on `node` may still need it. Only what is provable frees a lock before its
 /// timeout, whoever wrote it: deleted (nullopt), Succeeded/Failed (finished), or bound and unable to allocate
-/// under it again (allocation_over: bound to another node, or bound here with bind-phase success/failed).
+/// under it again (allocation_over: bound to another node, or bound here with bind-phase success/failed, or bound
+/// here with every device entry consumed: the plugin's success write was lost, e.g. to a partition).
 /// Being bound by us (`binding_now`) is active. Not bound yet is active (any scheduler may be between lock and
 /// bind) unless its schedulerName is `our_scheduler` (non-empty only when the caller is the leader and knows it is
 /// not binding that pod): then it is abandoned. Pure.

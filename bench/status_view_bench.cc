@@ -3,15 +3,22 @@
 // pods carrying a FitError message. Per size, the median of R runs of:
 //   build_view        the loop's part on its own thread, once per second at most (serve caches it 1 s)
 //   render_json       one /status.json page (50 nodes) and the body size
-//   render_hami       the /metrics collector's text (HAMi's series + legacy names) and its size
+//   render_hami       the /metrics collector's text with HAMi's legacy names (serve's default) and its size
+//   render_modern     the same with --hami-legacy-metrics=false (HAMi v2.10's names only) and its size
+//   scrape, scrape_modern  the whole /metrics body as serve builds it (metrics::default_registry().serialize():
+//                     the loop's families and per-card gauges, scheduler/loop_metrics.cc, plus the status view's
+//                     collector as cmd/serve_scheduler.cc registers it), with and without the legacy names
 // Usage: status_view_bench [runs] [nodes...] [pods=N]   (default: 5 runs, 100 1000 5000 nodes, 40000 pods)
 #include "scheduler/allocation.h"
 #include "scheduler/inventory.h"
+#include "scheduler/loop_metrics.h"
+#include "scheduler/status_board.h"
 #include "scheduler/status_view.h"
 
 #include <boost/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -90,8 +97,16 @@ int main(int argc, char** argv) {
     }
   }
   if (sizes.empty()) sizes = {100, 1000, 5000};
-  std::printf("%8s %8s %14s %16s %12s %16s %12s\n", "nodes", "pods", "build_view_ms", "render_json_ms", "json_bytes",
-              "render_hami_ms", "hami_bytes");
+  // serve's /metrics: the loop's families (and its per-card gauges) and the status view's collector.
+  auto& loop_metrics = LoopMetrics::get();
+  const status::StatusView* scraped = nullptr;
+  std::atomic<bool> legacy{true};
+  gpuslice::metrics::default_registry().add_collector([&](std::string& out) {
+    if (scraped != nullptr) status::append_hami_metrics(out, *scraped, legacy.load());
+  });
+  std::printf("%8s %8s %14s %16s %12s %16s %12s %18s %14s %10s %13s %17s %14s\n", "nodes", "pods", "build_view_ms",
+              "render_json_ms", "json_bytes", "render_hami_ms", "hami_bytes", "render_modern_ms", "modern_bytes",
+              "scrape_ms", "scrape_bytes", "scrape_modern_ms", "modern_bytes");
   for (int n : sizes) {
     Snapshot snap;
     for (int i = 0; i < n; ++i) {
@@ -115,16 +130,38 @@ int main(int argc, char** argv) {
     }
     status::SchedulerState st;
     st.now_unix = 2000;
-    std::vector<double> b, j, h;
-    size_t json_bytes = 0, hami_bytes = 0;
+    std::vector<double> b, j, h, m, sc, scm;
+    size_t json_bytes = 0, hami_bytes = 0, modern_bytes = 0, scrape_bytes = 0, scrape_modern_bytes = 0;
     for (int r = 0; r < runs; ++r) {
       status::StatusView v;
       b.push_back(time_ms([&] { v = status::build_view(snap, pending, st); }));
       j.push_back(time_ms([&] { json_bytes = status::render_json(v, status::PageQuery{}).size(); }));
-      h.push_back(time_ms([&] { hami_bytes = status::render_hami_metrics(v).size(); }));
+      h.push_back(time_ms([&] { hami_bytes = status::render_hami_metrics(v, true).size(); }));
+      m.push_back(time_ms([&] { modern_bytes = status::render_hami_metrics(v, false).size(); }));
+      // The loop's card rows, as update_gauges() leaves them.
+      std::vector<CardRow> rows;
+      for (const auto& node : v.nodes) {
+        for (const auto& c : node.cards) {
+          rows.push_back(CardRow{node.name, c.uuid, c.type, double(c.mem_used_mib) * 1048576.0,
+                                 double(c.mem_total_mib) * 1048576.0,
+                                 c.cores_total > 0 ? double(c.cores_used) / double(c.cores_total) : 0.0,
+                                 double(c.slots_used), double(c.slots_total)});
+        }
+      }
+      {
+        std::lock_guard lock(loop_metrics.cards_mutex);
+        loop_metrics.cards = std::move(rows);
+      }
+      scraped = &v;
+      legacy = true;
+      sc.push_back(time_ms([&] { scrape_bytes = gpuslice::metrics::default_registry().serialize().size(); }));
+      legacy = false;
+      scm.push_back(time_ms([&] { scrape_modern_bytes = gpuslice::metrics::default_registry().serialize().size(); }));
+      scraped = nullptr;
     }
-    std::printf("%8d %8d %14.2f %16.2f %12zu %16.2f %12zu\n", n, placed, median(b), median(j), json_bytes, median(h),
-                hami_bytes);
+    std::printf("%8d %8d %14.2f %16.2f %12zu %16.2f %12zu %18.2f %14zu %10.2f %13zu %17.2f %14zu\n", n, placed,
+                median(b), median(j), json_bytes, median(h), hami_bytes, median(m), modern_bytes, median(sc),
+                scrape_bytes, median(scm), scrape_modern_bytes);
   }
   return 0;
 }

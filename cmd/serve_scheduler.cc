@@ -2,14 +2,17 @@
 // the scheduling loop (scheduler/loop_service.h). Every replica serves the webhook; only the Lease holder
 // schedules, and /readyz's "leader" check reports whether this replica is that one (when election is on). The
 // health port also serves the status page (/status, /status.json) and /metrics carries HAMi's scheduler series,
-// both from the status view (scheduler/status_view.h) that the loop builds at most once a second.
+// both from the status view (scheduler/status_view.h) that the loop publishes at a bounded rate
+// (scheduler/status_publisher.h): the HTTP side reads the last one and never waits on the loop.
 #include "cmd/serve.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "scheduler/loop_service.h"
+#include "scheduler/status_board.h"
 #include "scheduler/status_view.h"
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 
@@ -40,40 +43,43 @@ Status set_duration(const CLI::Option* opt, const std::string& flag, const std::
   return {};
 }
 
-/// The status view of the running scheduler, for the page handlers and the metrics collector (which the registry
-/// keeps for the life of the process): empty once the component stops.
+/// The status views of the running scheduler, for the page handlers and the metrics collector (which the registry
+/// keeps for the life of the process): the board the loop publishes to (scheduler/status_board.h). Reading it never
+/// waits on the loop; before the first view and once the component stops there is none.
 struct StatusSource {
   std::mutex mutex;
-  std::weak_ptr<gpuslice::scheduler::SchedulerProcess> process;
+  std::shared_ptr<const gpuslice::scheduler::status::StatusBoard> board;
   std::atomic<bool> legacy{true};  ///< also HAMi's pre-2.8 names (GPUDeviceMemoryAllocated, vGPUMemoryAllocated, ...)
 
   static StatusSource& get() {
     static StatusSource* source = [] {
       auto* s = new StatusSource();  // never destroyed: the registry's collector may run at exit
       gpuslice::metrics::default_registry().add_collector([s](std::string& out) {
-        if (auto v = s->view(); v) {
-          out += gpuslice::scheduler::status::render_hami_metrics(**v, s->legacy.load());
+        auto p = s->latest();
+        if (p) {
+          gpuslice::scheduler::status::append_hami_metrics(out, p->view, s->legacy.load());
+          out += gpuslice::scheduler::status::render_board_metrics(p.get(), std::chrono::steady_clock::now());
         }
       });
       return s;
     }();
     return *source;
   }
-  /// At most 1 s old; the loop gets 2 s to answer.
-  gpuslice::Result<std::shared_ptr<const gpuslice::scheduler::status::StatusView>> view() {
-    std::shared_ptr<gpuslice::scheduler::SchedulerProcess> p;
+  std::shared_ptr<const gpuslice::scheduler::status::Published> latest() {
+    std::shared_ptr<const gpuslice::scheduler::status::StatusBoard> b;
     {
       std::lock_guard lock(mutex);
-      p = process.lock();
+      b = board;
     }
-    if (!p) {
-      return gpuslice::make_error("the scheduler is not running");
-    }
-    return p->status_view(std::chrono::seconds(1), std::chrono::seconds(2));
+    return b ? b->latest() : nullptr;
   }
-  void set(std::weak_ptr<gpuslice::scheduler::SchedulerProcess> p) {
+  bool running() {
     std::lock_guard lock(mutex);
-    process = std::move(p);
+    return board != nullptr;
+  }
+  void set(std::shared_ptr<const gpuslice::scheduler::status::StatusBoard> b) {
+    std::lock_guard lock(mutex);
+    board = std::move(b);
   }
 };
 
@@ -88,14 +94,17 @@ class SchedulerComponent final : public gpuslice::cmd::Component {
       return gpuslice::make_error(p.message());
     }
     process_ = std::shared_ptr<gpuslice::scheduler::SchedulerProcess>(std::move(*p));
-    StatusSource::get().set(process_);
+    StatusSource::get().set(process_->status_board());
     if (runtime.pages != nullptr) {
       pages_ = runtime.pages;
       for (bool json : {false, true}) {
         pages_->add(json ? "/status.json" : "/status", [json](std::string_view query) {
-          auto v = StatusSource::get().view();
-          return gpuslice::scheduler::status::status_response(json, query, v ? v->get() : nullptr,
-                                                              v ? std::string_view() : v.message());
+          auto& source = StatusSource::get();
+          auto view = source.latest();
+          return gpuslice::scheduler::status::board_response(
+              json, query, view.get(), std::chrono::steady_clock::now(),
+              source.running() ? "the scheduling loop has published no status view yet"
+                               : "the scheduler is not running");
         });
       }
     }

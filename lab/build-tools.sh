@@ -3,19 +3,25 @@
 # keyed by version. Re-running is a no-op when every binary is already cached.
 #
 #   lab/build-tools.sh            # build what is missing, print the bin directory on the last line
+#   lab/build-tools.sh --print-bin  # only print that directory (lab.sh and the e2e tests use it)
+#
+# The links go to one directory per Kubernetes version ($CACHE/bin-k8s-<version>), so a checkout that moves to
+# another version never re-points the tools a lab of another checkout is running from.
 #
 # Environment: GPUSLICE_LAB_CACHE (default ~/.cache/gpuslice-lab), GO (default: go on PATH).
 set -euo pipefail
 
-K8S_VERSION=v1.34.3
-K8S_STAGING=v0.34.3
-ETCD_VERSION=v3.5.21
-KWOK_VERSION=v0.8.0
-ANP_VERSION=v0.34.0
+K8S_VERSION=v1.36.3            # MutatingAdmissionPolicy is GA (admissionregistration.k8s.io/v1) from 1.36
+K8S_STAGING=v0.36.3
+ETCD_VERSION=v3.6.8            # the etcd Kubernetes v1.36.3's go.mod requires
+KWOK_VERSION=v0.8.0            # the newest kwok the module proxy serves; it drives any API server version
+ANP_VERSION=v0.36.0            # Konnectivity for Kubernetes 1.36
 CERT_MANAGER_VERSION=v1.16.5   # only its CRDs, to validate manifests/components/cert-manager server-side
-HELM_VERSION=v3.19.5           # charts/gpuslice: lint, template, install into a lab tenant
+HELM_VERSION=v3.21.4           # client-go v0.36: charts/gpuslice lint, template, install into a lab tenant
 
 CACHE=${GPUSLICE_LAB_CACHE:-$HOME/.cache/gpuslice-lab}
+BIN=$CACHE/bin-k8s-$K8S_VERSION
+[[ ${1:-} == --print-bin ]] && { echo "$BIN"; exit 0; }
 GO=${GO:-go}
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 export GONOSUMDB=${GONOSUMDB:-k8s.io,sigs.k8s.io,go.etcd.io,github.com}
@@ -26,22 +32,25 @@ log() { printf '[lab-build %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 have() { local d=$1; shift; for b in "$@"; do [[ -x $d/$b ]] || return 1; done; }
 timed() { local name=$1; shift; local t0=$SECONDS; "$@"; log "$name ready in $((SECONDS - t0)) s"; }
 
-command -v "$GO" >/dev/null || { echo "lab/build-tools.sh: Go is required (install golang >= 1.24)" >&2; exit 1; }
+command -v "$GO" >/dev/null || { echo "lab/build-tools.sh: Go is required (install golang >= 1.26)" >&2; exit 1; }
 
 build_k8s() {
   local out=$CACHE/kubernetes-$K8S_VERSION/bin src=$CACHE/src/kubernetes-$K8S_VERSION
   have "$out" kube-apiserver kube-controller-manager kube-scheduler kubectl && return 0
   log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $K8S_VERSION (about 5 min cold)"
   mkdir -p "$src" "$out"
+  # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them by ./staging/src/...: replace
+  # each by its published version (the list comes from the release's own go.mod, so it follows new repos).
+  local kmod staging m gov
+  kmod=$("$GO" mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
+  staging=$(sed -n 's|^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*|\1|p' "$kmod")
+  [[ -n $staging ]] || { log "k8s.io/kubernetes $K8S_VERSION: no staging replaces in $kmod"; return 1; }
+  gov=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$kmod")
   {
-    printf 'module lab/tools\n\ngo 1.24.0\n\ngodebug default=go1.24\n\nrequire k8s.io/kubernetes %s\n\n' "$K8S_VERSION"
+    printf 'module lab/tools\n\ngo %s\n\ngodebug default=go%s\n\nrequire k8s.io/kubernetes %s\n\n' "$gov" "${gov%.*}" "$K8S_VERSION"
     printf 'tool (\n\tk8s.io/kubernetes/cmd/kube-apiserver\n\tk8s.io/kubernetes/cmd/kube-controller-manager\n\tk8s.io/kubernetes/cmd/kube-scheduler\n\tk8s.io/kubernetes/cmd/kubectl\n)\n\nreplace (\n'
-    for m in api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider \
-      cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api cri-client \
-      csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms kube-aggregator \
-      kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics mount-utils \
-      pod-security-admission sample-apiserver sample-cli-plugin sample-controller; do
-      printf '\tk8s.io/%s => k8s.io/%s %s\n' "$m" "$m" "$K8S_STAGING"
+    for m in $staging; do
+      printf '\t%s => %s %s\n' "$m" "$m" "$K8S_STAGING"
     done
     printf ')\n'
   } >"$src/go.mod"
@@ -61,7 +70,7 @@ build_etcd() {
   have "$out" etcd && return 0
   log "building etcd $ETCD_VERSION"
   mkdir -p "$src" "$out"
-  printf 'module lab/etcd\n\ngo 1.24.0\n\nrequire go.etcd.io/etcd/server/v3 %s\n\ntool go.etcd.io/etcd/server/v3\n' "$ETCD_VERSION" >"$src/go.mod"
+  printf 'module lab/etcd\n\ngo 1.26.0\n\nrequire go.etcd.io/etcd/server/v3 %s\n\ntool go.etcd.io/etcd/server/v3\n' "$ETCD_VERSION" >"$src/go.mod"
   (cd "$src" && "$GO" mod tidy && "$GO" build -trimpath -o "$out/etcd" go.etcd.io/etcd/server/v3)
 }
 
@@ -82,7 +91,7 @@ build_anp() {
   have "$out" proxy-server proxy-agent && return 0
   log "building konnectivity proxy-server and proxy-agent $ANP_VERSION"
   mkdir -p "$src" "$out"
-  printf 'module lab/anp\n\ngo 1.24.7\n\nrequire (\n\tsigs.k8s.io/apiserver-network-proxy %s\n\tsigs.k8s.io/apiserver-network-proxy/konnectivity-client %s\n)\n\ntool (\n\tsigs.k8s.io/apiserver-network-proxy/cmd/server\n\tsigs.k8s.io/apiserver-network-proxy/cmd/agent\n)\n' "$ANP_VERSION" "$ANP_VERSION" >"$src/go.mod"
+  printf 'module lab/anp\n\ngo 1.26.2\n\nrequire (\n\tsigs.k8s.io/apiserver-network-proxy %s\n\tsigs.k8s.io/apiserver-network-proxy/konnectivity-client %s\n)\n\ntool (\n\tsigs.k8s.io/apiserver-network-proxy/cmd/server\n\tsigs.k8s.io/apiserver-network-proxy/cmd/agent\n)\n' "$ANP_VERSION" "$ANP_VERSION" >"$src/go.mod"
   (cd "$src" && "$GO" mod tidy)
   for c in server agent; do
     (cd "$src" && "$GO" build -trimpath -o "$out/proxy-$c" "sigs.k8s.io/apiserver-network-proxy/cmd/$c")
@@ -130,10 +139,10 @@ timed konnectivity build_anp
 timed helm build_helm
 timed cert-manager-crds build_cert_manager_crds || log "cert-manager CRDs unavailable: manifests_test skips cert-manager objects"
 log "all lab tools ready in $((SECONDS - t0)) s under $CACHE"
-# Last line: one bin directory with links to every tool, for PATH.
-mkdir -p "$CACHE/bin"
+# Last line: this version's bin directory with links to every tool, for PATH.
+mkdir -p "$BIN"
 for d in kubernetes-$K8S_VERSION etcd-$ETCD_VERSION kwok-$KWOK_VERSION konnectivity-$ANP_VERSION helm-$HELM_VERSION; do
-  for b in "$CACHE/$d"/bin/*; do ln -sf "$b" "$CACHE/bin/$(basename "$b")"; done
+  for b in "$CACHE/$d"/bin/*; do ln -sf "$b" "$BIN/$(basename "$b")"; done
 done
-ln -sfn "$CACHE/kwok-$KWOK_VERSION/stage" "$CACHE/kwok-stage"
-echo "$CACHE/bin"
+ln -sfn "$CACHE/kwok-$KWOK_VERSION/stage" "$BIN/kwok-stage"
+echo "$BIN"

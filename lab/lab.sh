@@ -30,8 +30,8 @@ REPO=$(cd "$LAB_DIR/.." && pwd)
 source "$LAB_DIR/nodes.sh"
 STATE=${GPUSLICE_LAB_STATE:-$LAB_DIR/.state}
 CACHE=${GPUSLICE_LAB_CACHE:-$HOME/.cache/gpuslice-lab}
-BIN=$CACHE/bin
-STAGE=$CACHE/kwok-stage
+BIN=$(GPUSLICE_LAB_CACHE=$CACHE "$LAB_DIR/build-tools.sh" --print-bin)   # $CACHE/bin-k8s-<version>
+STAGE=$BIN/kwok-stage
 RUN=$STATE/run                  # Unix sockets: keep "$RUN/X-agent.sock" under 108 characters
 # Host ports and namespace names; override them to run a second lab beside this one (with its own
 # GPUSLICE_LAB_STATE). `up` records them in $STATE/lab.env and every later command of that lab uses the record.
@@ -286,8 +286,8 @@ EOF
     --health-bind-address=127.0.0.1 --health-port="$kh" \
     --cluster-cert="$p/konn-server.crt" --cluster-key="$p/konn-server.key" --cluster-ca-cert="$p/ca.crt"
   wait_until 15 "$t proxy-server socket" test -S "$RUN/$t-konn.sock" || die "proxy-server of tenant $t did not start"
-  # MutatingAdmissionPolicy is beta in 1.34 (off by default: its feature gate and the v1beta1 API are turned on
-  # for charts/gpuslice's policy topology, tests/e2e/admission_policy_test.sh); GA from 1.36.
+  # MutatingAdmissionPolicy is GA in 1.36 (admissionregistration.k8s.io/v1, on by default): charts/gpuslice's
+  # policy topology (tests/e2e/admission_policy_test.sh) needs no feature gate and no runtime-config.
   start_proc "$t-apiserver" - "$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" --etcd-prefix="/tenant-$t" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$port" --cert-dir="$d/apiserver" \
     --tls-cert-file="$p/apiserver.crt" --tls-private-key-file="$p/apiserver.key" --client-ca-file="$p/ca.crt" \
@@ -295,7 +295,6 @@ EOF
     --service-account-signing-key-file="$p/sa.key" --service-cluster-ip-range=10.0.0.0/24 \
     --authorization-mode=Node,RBAC --allow-privileged=true --profiling=false \
     --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
-    --feature-gates=MutatingAdmissionPolicy=true --runtime-config=admissionregistration.k8s.io/v1beta1=true \
     --egress-selector-config-file="$d/egress.yaml"
   # The worker side: namespace with only lo, bridges over Unix sockets, the agent.
   ip netns add "$ns"

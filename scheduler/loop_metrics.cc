@@ -26,7 +26,24 @@ LoopMetrics& LoopMetrics::get() {
         {},
         {}};
     r.add_collector([out](std::string& text) {
-      std::lock_guard lock(out->cards_mutex);
+      // Copy the rows under the lock and format outside it: a scrape of a large fleet never holds the mutex the
+      // loop's update_gauges() takes while it writes 5 lines per card.
+      std::vector<CardRow> cards;
+      {
+        std::lock_guard lock(out->cards_mutex);
+        cards = out->cards;
+      }
+      if (cards.empty()) {
+        return;
+      }
+      std::vector<std::string> labels;  // {node="...",device_uuid="...",device_type="..."}, escaped once per card
+      labels.reserve(cards.size());
+      for (const auto& c : cards) {
+        labels.push_back("{node=\"" + metrics::escape_label_value(c.node) + "\",device_uuid=\"" +
+                         metrics::escape_label_value(c.uuid) + "\",device_type=\"" +
+                         metrics::escape_label_value(c.type) + "\"} ");
+      }
+      text.reserve(text.size() + cards.size() * 5 * (labels.front().size() + 64));
       auto family = [&](const char* name, const char* help, double CardRow::*field) {
         text += "# HELP ";
         text += name;
@@ -35,16 +52,13 @@ LoopMetrics& LoopMetrics::get() {
         text += "\n# TYPE ";
         text += name;
         text += " gauge\n";
-        for (const auto& c : out->cards) {
+        for (size_t i = 0; i < cards.size(); ++i) {
           text += name;
-          text += "{node=\"" + metrics::escape_label_value(c.node) + "\",device_uuid=\"" +
-                  metrics::escape_label_value(c.uuid) + "\",device_type=\"" + metrics::escape_label_value(c.type) +
-                  "\"} " + metrics::format_value(c.*field) + "\n";
+          text += labels[i];
+          text += metrics::format_value(cards[i].*field);
+          text += '\n';
         }
       };
-      if (out->cards.empty()) {
-        return;
-      }
       family("gpuslice_scheduler_card_memory_allocated_bytes", "GPU memory allocated on a card.",
              &CardRow::mem_used_bytes);
       family("gpuslice_scheduler_card_memory_bytes", "GPU memory registered for a card.", &CardRow::mem_total_bytes);

@@ -64,6 +64,29 @@ SchedulerService::SchedulerService(std::shared_ptr<kube::Client> client, const C
   } else {
     loop_->set_active(true);
   }
+  // The status page's and /metrics' data: built on this executor at a bounded rate, read by HTTP threads
+  // without ever waiting on the loop.
+  {
+    std::weak_ptr<SchedulingLoop> weak = loop_;
+    std::weak_ptr<LeaderRunner> weak_leader = leader_;
+    const bool election = config.scheduler.leader_election.enabled;
+    publisher_ = std::make_shared<StatusPublisher>(
+        client_->get_executor(),
+        [weak, weak_leader, election, identity]() -> status::StatusView {
+          auto l = weak.lock();
+          if (!l) {
+            return {};
+          }
+          status::SchedulerState st;
+          st.source = "gpuslice serve";
+          st.leader_election = election;
+          auto leader = weak_leader.lock();
+          st.leading = election ? (leader && leader->leading()) : true;
+          st.identity = identity;
+          return l->status_view(st);
+        },
+        status::PublishPolicy{}, clock.steady);
+  }
 
   auto add = [&](kube::ReflectorOptions ro, int bit, void (SchedulingLoop::*handler)(const kube::ReflectorEvent&)) {
     std::weak_ptr<SchedulingLoop> weak = loop_;
@@ -147,6 +170,7 @@ void SchedulerService::start() {
   }
   asio::co_spawn(ex, loop_->run(), asio::detached);
   asio::co_spawn(ex, loop_->run_sweeper(), asio::detached);
+  asio::co_spawn(ex, publisher_->run(), asio::detached);
   if (leader_) {
     asio::co_spawn(ex, leader_->run(), asio::detached);
   }
@@ -159,6 +183,7 @@ void SchedulerService::stop() {
   for (auto& r : reflectors_) {
     r->stop();
   }
+  publisher_->stop();
   loop_->stop();
 }
 
@@ -242,54 +267,6 @@ void SchedulerProcess::stop() {
 
 SchedulerProcess::~SchedulerProcess() {
   stop();
-}
-
-Result<std::shared_ptr<const status::StatusView>> SchedulerProcess::status_view(std::chrono::milliseconds max_age,
-                                                                                std::chrono::milliseconds timeout) {
-  auto fresh = [&] { return view_ && std::chrono::steady_clock::now() - view_at_ <= max_age; };
-  {
-    std::lock_guard lock(view_mutex_);
-    if (fresh()) {
-      return view_;
-    }
-  }
-  if (stopped_) {
-    return make_error("the scheduler is stopping");
-  }
-  // One view is built at a time; concurrent callers past max_age wait here and mostly find a fresh one.
-  std::lock_guard build(view_build_mutex_);
-  {
-    std::lock_guard lock(view_mutex_);
-    if (fresh()) {
-      return view_;
-    }
-  }
-  auto promise = std::make_shared<std::promise<std::shared_ptr<const status::StatusView>>>();
-  auto fut = promise->get_future();
-  asio::post(io_, [service = service_, promise, identity = identity_, election = leader_enabled_] {
-    status::SchedulerState st;
-    st.source = "gpuslice serve";
-    st.leader_election = election;
-    st.leading = service->leading();
-    st.identity = identity;
-    try {
-      promise->set_value(std::make_shared<const status::StatusView>(service->loop()->status_view(st)));
-    } catch (...) {
-      promise->set_exception(std::current_exception());
-    }
-  });
-  if (fut.wait_for(timeout) != std::future_status::ready) {
-    return make_error("the scheduling loop gave no status within " + format_duration(timeout));
-  }
-  try {
-    auto v = fut.get();
-    std::lock_guard lock(view_mutex_);
-    view_ = v;
-    view_at_ = std::chrono::steady_clock::now();
-    return v;
-  } catch (const std::exception& e) {
-    return make_error(std::string("building the status view failed: ") + e.what());
-  }
 }
 
 }  // namespace gpuslice::scheduler

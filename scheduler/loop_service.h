@@ -15,13 +15,13 @@
 #include "kube/reflector.h"
 #include "scheduler/leader_runner.h"
 #include "scheduler/loop.h"
+#include "scheduler/status_publisher.h"
 
 #include <boost/asio/io_context.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,6 +54,8 @@ class SchedulerService {
   bool ready() const;    ///< thread-safe
   bool leading() const;  ///< thread-safe; true when leader election is disabled
   std::shared_ptr<SchedulingLoop> loop() const { return loop_; }
+  /// The status views the loop publishes (scheduler/status_publisher.h); thread-safe to read, outlives stop().
+  std::shared_ptr<const status::StatusBoard> status_board() const { return publisher_->board(); }
 
  private:
   void on_synced(int which);
@@ -63,6 +65,7 @@ class SchedulerService {
   Configuration config_;
   std::shared_ptr<SchedulingLoop> loop_;
   std::shared_ptr<LeaderRunner> leader_;  // null when disabled
+  std::shared_ptr<StatusPublisher> publisher_;
   std::vector<std::shared_ptr<kube::Reflector>> reflectors_;
   /// One bit per Reflector: pods 1, nodes 2, resourcequotas 4, then the five cluster-object kinds.
   static constexpr int kAllSynced = (1 << (3 + kClusterObjectKinds)) - 1;
@@ -82,10 +85,9 @@ class SchedulerProcess {
   bool leading() const { return service_->leading(); }
   bool synced() const { return service_->loop()->synced(); }
   const std::string& identity() const { return identity_; }
-  /// The status page's view, built on the loop's thread at most once per `max_age` (callers in between share
-  /// it), waiting at most `timeout` for the loop. Thread-safe; an error once stop() has begun.
-  Result<std::shared_ptr<const status::StatusView>> status_view(std::chrono::milliseconds max_age,
-                                                                std::chrono::milliseconds timeout);
+  /// The status views the loop publishes at a bounded rate (scheduler/status_board.h): readers take the last
+  /// one and never wait on the loop. Thread-safe; the board outlives the process (it keeps the last view).
+  std::shared_ptr<const status::StatusBoard> status_board() const { return service_->status_board(); }
 
  private:
   SchedulerProcess() = default;
@@ -97,9 +99,6 @@ class SchedulerProcess {
   std::thread thread_;
   std::atomic<bool> stopped_{false};
   bool leader_enabled_ = false;
-  std::mutex view_mutex_, view_build_mutex_;
-  std::shared_ptr<const status::StatusView> view_;
-  std::chrono::steady_clock::time_point view_at_{};
 };
 
 }  // namespace gpuslice::scheduler

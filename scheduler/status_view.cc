@@ -1,5 +1,7 @@
 #include "scheduler/status_view.h"
 
+#include "scheduler/status_board.h"
+
 #include "common/metrics.h"
 
 #include <boost/json/array.hpp>
@@ -11,6 +13,7 @@
 #include <cmath>
 #include <limits>
 #include <tuple>
+#include <unordered_map>
 
 namespace gpuslice::scheduler::status {
 namespace json = boost::json;
@@ -237,7 +240,7 @@ StatusView build_view(const Snapshot& snapshot, const std::vector<PendingInput>&
   StatusView v;
   v.state = state;
   Summary& s = v.summary;
-  std::map<std::string, size_t> node_index;
+  v.nodes.reserve(snapshot.node_count());
   snapshot.for_each_node([&](const NodeState& n) {
     NodeView nv;
     nv.name = n.name;
@@ -261,26 +264,26 @@ StatusView build_view(const Snapshot& snapshot, const std::vector<PendingInput>&
       cv.slots_used = c.used_slots;
       nv.cards.push_back(std::move(cv));
     }
-    node_index.emplace(nv.name, v.nodes.size());
     v.nodes.push_back(std::move(nv));
   });
-  // Holders: every recorded pod's slots, on the card of its GPU node.
-  std::map<std::pair<size_t, std::string_view>, size_t> card_at;  // (node, uuid) -> card index
-  for (size_t ni = 0; ni < v.nodes.size(); ++ni) {
-    for (size_t ci = 0; ci < v.nodes[ni].cards.size(); ++ci)
-      card_at.emplace(std::pair{ni, std::string_view(v.nodes[ni].cards[ci].uuid)}, ci);
-  }
+  // Holders: every recorded pod's slots, on the card of its GPU node. The index points into v.nodes, which no
+  // longer grows; a node's cards are few (8, 16), so a card is found by a scan.
+  std::unordered_map<std::string_view, size_t> node_index;
+  node_index.reserve(v.nodes.size());
+  for (size_t ni = 0; ni < v.nodes.size(); ++ni) node_index.emplace(v.nodes[ni].name, ni);
   snapshot.for_each_pod([&](const PodRecord& p) {
     if (p.gpu_node.empty()) return;
     auto nit = node_index.find(p.gpu_node);
     if (nit == node_index.end()) return;
     const size_t ni = nit->second;
+    std::vector<CardView>& node_cards = v.nodes[ni].cards;
     bool holds = false;
     for (size_t slot = 0; slot < p.devices.size(); ++slot) {
       if (slot < p.init_slots && p.init_done) continue;  // finished init containers hold nothing
       for (const ContainerDevice& d : p.devices[slot]) {
-        auto cit = card_at.find(std::pair{ni, std::string_view(d.uuid)});
-        if (cit == card_at.end()) continue;
+        auto cit =
+            std::find_if(node_cards.begin(), node_cards.end(), [&](const CardView& c) { return c.uuid == d.uuid; });
+        if (cit == node_cards.end()) continue;
         Holder h;
         h.ns = p.ns;
         h.pod = p.name;
@@ -290,7 +293,7 @@ StatusView build_view(const Snapshot& snapshot, const std::vector<PendingInput>&
         h.mem_mib = d.mem_mib;
         h.cores = d.cores;
         h.assumed = p.assumed;
-        v.nodes[ni].cards[cit->second].holders.push_back(std::move(h));
+        cit->holders.push_back(std::move(h));
         holds = true;
       }
     }
@@ -553,32 +556,6 @@ std::string render_json(const StatusView& view, const PageQuery& query) {
 
 namespace {
 
-struct Family {
-  std::string text;
-  std::string name;
-  bool any = false;
-  Family(std::string n, std::string_view help, std::string_view type = "gauge") : name(std::move(n)) {
-    text = "# HELP " + name + " " + std::string(help) + "\n# TYPE " + name + " " + std::string(type) + "\n";
-  }
-  void add(std::initializer_list<std::pair<std::string_view, std::string>> labels, double value) {
-    text += name;
-    text += '{';
-    bool first = true;
-    for (const auto& [k, v] : labels) {
-      if (!first) text += ',';
-      first = false;
-      text += k;
-      text += "=\"";
-      text += metrics::escape_label_value(v);
-      text += '"';
-    }
-    text += "} ";
-    text += metrics::format_value(value);
-    text += '\n';
-    any = true;
-  }
-};
-
 constexpr double kMiB = 1048576.0;
 
 /// HAMi's normalizeCoreMetrics: ceil(allocated / total x 100), 0 when the card has no cores.
@@ -586,6 +563,60 @@ double core_ratio(int64_t total, int64_t allocated) {
   if (total <= 0) return 0;
   return std::ceil(double(allocated) / double(total) * 100.0);
 }
+
+/// A card's label values, escaped once for every series that carries them.
+struct CardLabels {
+  const NodeView* node;
+  const CardView* card;
+  std::string node_name, uuid, type, index, cores, mem_limit;
+};
+
+/// A container's slice of a card, escaped once.
+struct HolderLabels {
+  const CardLabels* card;
+  const Holder* holder;
+  std::string ns, pod, index;
+};
+
+/// Appends Prometheus text straight into one buffer: no per-family strings, no label vectors.
+class Writer {
+ public:
+  explicit Writer(std::string& out) : out_(out) {}
+  void header(std::string_view name, std::string_view help, std::string_view type = "gauge") {
+    out_ += "# HELP ";
+    out_ += name;
+    out_ += ' ';
+    out_ += help;
+    out_ += "\n# TYPE ";
+    out_ += name;
+    out_ += ' ';
+    out_ += type;
+    out_ += '\n';
+  }
+  /// name{ ... the caller appends labels with label() ... } value
+  void begin(std::string_view name) {
+    out_ += name;
+    out_ += '{';
+    first_ = true;
+  }
+  void label(std::string_view key, std::string_view escaped_value) {
+    if (!first_) out_ += ',';
+    first_ = false;
+    out_ += key;
+    out_ += "=\"";
+    out_ += escaped_value;
+    out_ += '"';
+  }
+  void end(double value) {
+    out_ += "} ";
+    out_ += metrics::format_value(value);
+    out_ += '\n';
+  }
+
+ private:
+  std::string& out_;
+  bool first_ = true;
+};
 
 void histogram(std::string& out, const std::string& name, std::string_view help, const std::vector<double>& bounds,
                const std::vector<double>& values) {
@@ -604,158 +635,191 @@ void histogram(std::string& out, const std::string& name, std::string_view help,
 
 }  // namespace
 
-std::string render_hami_metrics(const StatusView& view, bool legacy) {
-  const std::string zone = "vGPU";
-  Family mem_limit("hami_gpu_memory_limit_bytes", "Device memory limit for a certain GPU");
-  Family core_limit("hami_gpu_core_limit_ratio", "Device core limit for a certain GPU");
-  Family mem_alloc("hami_gpu_memory_allocated_bytes", "Device memory allocated for a certain GPU");
-  Family shared("hami_gpu_shared_count", "Number of containers sharing this GPU");
-  Family core_alloc("hami_gpu_core_allocated_ratio", "Device core allocated for a certain GPU");
-  Family overview("hami_node_gpu_overview", "GPU overview on a certain node");
-  Family mem_pct("hami_node_gpu_memory_allocated_ratio", "GPU Memory Allocated Percentage on a certain GPU");
-  Family ctr_mem("hami_vgpu_memory_allocated_bytes", "vGPU memory allocated from a container");
-  Family ctr_core("hami_vgpu_core_allocated_ratio", "vGPU core allocated from a container");
-  Family l_mem_limit("GPUDeviceMemoryLimit", "Device memory limit for a certain GPU");
-  Family l_core_limit("GPUDeviceCoreLimit", "Device memory core limit for a certain GPU");
-  Family l_mem_alloc("GPUDeviceMemoryAllocated", "Device memory allocated for a certain GPU");
-  Family l_shared("GPUDeviceSharedNum", "Number of containers sharing this GPU");
-  Family l_core_alloc("GPUDeviceCoreAllocated", "Device core allocated for a certain GPU");
-  Family l_overview("nodeGPUOverview", "GPU overview on a certain node");
-  Family l_mem_pct("nodeGPUMemoryPercentage", "GPU Memory Allocated Percentage on a certain GPU");
-  Family l_ctr_mem("vGPUMemoryAllocated", "vGPU memory allocated from a container");
-  Family l_ctr_core("vGPUCoreAllocated", "vGPU core allocated from a container");
-  Family stranded_mem("gpuslice_scheduler_card_stranded_memory_bytes",
-                      "Free memory on a card that can take no new container (its cores or slots are gone).");
-  Family stranded_core("gpuslice_scheduler_card_stranded_cores",
-                       "Free cores (percent) on a card that can take no new container (its memory or slots are gone).");
-  Family pending_reason("gpuslice_scheduler_pending_gpu_pods", "Pending GPU pods by their main unschedulable reason.");
-  std::vector<double> stranded_values, stranded_core_values;
-
+void append_hami_metrics(std::string& out, const StatusView& view, bool legacy) {
+  constexpr std::string_view zone = "vGPU";
+  std::vector<CardLabels> cards;
+  std::vector<HolderLabels> holders;
   for (const NodeView& n : view.nodes) {
+    const std::string node_name = metrics::escape_label_value(n.name);
     for (const CardView& c : n.cards) {
-      const std::string idx = std::to_string(c.index);
-      const std::string cores = std::to_string(c.cores_total);
-      mem_limit.add(
-          {{"device_index", idx}, {"device_type", c.type}, {"device_uuid", c.uuid}, {"node", n.name}, {"zone", zone}},
-          double(c.mem_total_mib) * kMiB);
-      core_limit.add(
-          {{"device_index", idx}, {"device_type", c.type}, {"device_uuid", c.uuid}, {"node", n.name}, {"zone", zone}},
-          c.cores_total > 0 ? 100.0 : 0.0);
-      mem_alloc.add({{"device_cores", cores},
-                     {"device_index", idx},
-                     {"device_type", c.type},
-                     {"device_uuid", c.uuid},
-                     {"node", n.name},
-                     {"zone", zone}},
-                    double(c.mem_used_mib) * kMiB);
-      shared.add(
-          {{"device_index", idx}, {"device_type", c.type}, {"device_uuid", c.uuid}, {"node", n.name}, {"zone", zone}},
-          double(c.slots_used));
-      core_alloc.add(
-          {{"device_index", idx}, {"device_type", c.type}, {"device_uuid", c.uuid}, {"node", n.name}, {"zone", zone}},
-          core_ratio(c.cores_total, c.cores_used));
-      overview.add({{"device_cores", cores},
-                    {"device_index", idx},
-                    {"device_memory_limit", std::to_string(c.mem_total_mib)},
-                    {"device_type", c.type},
-                    {"device_uuid", c.uuid},
-                    {"node", n.name},
-                    {"zone", zone}},
-                   double(c.mem_used_mib) * kMiB);
-      if (c.mem_total_mib > 0) {
-        mem_pct.add({{"device_index", idx}, {"device_uuid", c.uuid}, {"node", n.name}, {"zone", zone}},
-                    double(c.mem_used_mib) / double(c.mem_total_mib));
-      }
-      if (legacy) {
-        l_mem_limit.add(
-            {{"deviceidx", idx}, {"devicetype", c.type}, {"deviceuuid", c.uuid}, {"nodeid", n.name}, {"zone", zone}},
-            double(c.mem_total_mib) * kMiB);
-        l_core_limit.add(
-            {{"deviceidx", idx}, {"devicetype", c.type}, {"deviceuuid", c.uuid}, {"nodeid", n.name}, {"zone", zone}},
-            double(c.cores_total));
-        l_mem_alloc.add({{"devicecores", cores},
-                         {"deviceidx", idx},
-                         {"devicetype", c.type},
-                         {"deviceuuid", c.uuid},
-                         {"nodeid", n.name},
-                         {"zone", zone}},
-                        double(c.mem_used_mib) * kMiB);
-        l_shared.add(
-            {{"deviceidx", idx}, {"devicetype", c.type}, {"deviceuuid", c.uuid}, {"nodeid", n.name}, {"zone", zone}},
-            double(c.slots_used));
-        l_core_alloc.add(
-            {{"deviceidx", idx}, {"devicetype", c.type}, {"deviceuuid", c.uuid}, {"nodeid", n.name}, {"zone", zone}},
-            double(c.cores_used));
-        l_overview.add({{"devicecores", cores},
-                        {"deviceidx", idx},
-                        {"devicememorylimit", std::to_string(c.mem_total_mib)},
-                        {"devicetype", c.type},
-                        {"deviceuuid", c.uuid},
-                        {"nodeid", n.name},
-                        {"zone", zone}},
-                       double(c.mem_used_mib) * kMiB);
-        if (c.mem_total_mib > 0) {
-          l_mem_pct.add({{"deviceidx", idx}, {"deviceuuid", c.uuid}, {"nodeid", n.name}, {"zone", zone}},
-                        double(c.mem_used_mib) / double(c.mem_total_mib));
-        }
-      }
-      for (const Holder& h : c.holders) {
-        const std::string ci = std::to_string(h.container_index);
-        ctr_mem.add({{"container_index", ci},
-                     {"device_uuid", c.uuid},
-                     {"namespace", h.ns},
-                     {"node", n.name},
-                     {"pod", h.pod},
-                     {"zone", zone}},
-                    double(h.mem_mib) * kMiB);
-        ctr_core.add({{"container_index", ci},
-                      {"device_uuid", c.uuid},
-                      {"namespace", h.ns},
-                      {"node", n.name},
-                      {"pod", h.pod},
-                      {"zone", zone}},
-                     core_ratio(c.cores_total, h.cores));
-        if (legacy) {
-          l_ctr_mem.add({{"containeridx", ci},
-                         {"deviceuuid", c.uuid},
-                         {"nodename", n.name},
-                         {"podname", h.pod},
-                         {"podnamespace", h.ns},
-                         {"zone", zone}},
-                        double(h.mem_mib) * kMiB);
-          l_ctr_core.add({{"containeridx", ci},
-                          {"deviceuuid", c.uuid},
-                          {"nodename", n.name},
-                          {"podname", h.pod},
-                          {"podnamespace", h.ns},
-                          {"zone", zone}},
-                         double(h.cores));
-        }
-      }
-      stranded_mem.add({{"device_type", c.type}, {"device_uuid", c.uuid}, {"node", n.name}},
-                       double(c.stranded_mem_mib) * kMiB);
-      stranded_core.add({{"device_type", c.type}, {"device_uuid", c.uuid}, {"node", n.name}}, double(c.stranded_cores));
-      stranded_values.push_back(double(c.stranded_mem_mib) * kMiB);
-      stranded_core_values.push_back(double(c.stranded_cores));
+      cards.push_back({&n, &c, node_name, metrics::escape_label_value(c.uuid), metrics::escape_label_value(c.type),
+                       std::to_string(c.index), std::to_string(c.cores_total), std::to_string(c.mem_total_mib)});
     }
   }
-  for (const ReasonCount& r : view.summary.pending_reasons) {
-    pending_reason.add({{"reason", r.reason}}, double(r.nodes));
+  for (const CardLabels& cl : cards) {
+    for (const Holder& h : cl.card->holders) {
+      holders.push_back({&cl, &h, metrics::escape_label_value(h.ns), metrics::escape_label_value(h.pod),
+                         std::to_string(h.container_index)});
+    }
   }
-  std::string out;
-  for (Family* f :
-       {&mem_limit,  &core_limit, &mem_alloc,   &shared,       &core_alloc,   &overview,      &mem_pct,
-        &ctr_mem,    &ctr_core,   &l_mem_limit, &l_core_limit, &l_mem_alloc,  &l_shared,      &l_core_alloc,
-        &l_overview, &l_mem_pct,  &l_ctr_mem,   &l_ctr_core,   &stranded_mem, &stranded_core, &pending_reason}) {
-    if (f->any) out += f->text;
+  // About 190 bytes a sample: 7 card series (+7 legacy) and 2 stranded per card, 2 (+2) per container.
+  out.reserve(out.size() + 4096 + cards.size() * 190 * (legacy ? 16 : 9) + holders.size() * 200 * (legacy ? 4 : 2));
+  Writer w(out);
+  // HAMi's card series: labels in the order client_golang writes them (sorted by name).
+  auto card_series = [&](std::string_view name, std::string_view help, auto&& labels, auto&& value,
+                         bool (*when)(const CardView&) = nullptr) {
+    if (cards.empty()) return;
+    w.header(name, help);
+    for (const CardLabels& cl : cards) {
+      if (when != nullptr && !when(*cl.card)) continue;
+      w.begin(name);
+      labels(cl);
+      w.end(value(*cl.card));
+    }
+  };
+  auto card5 = [&](const CardLabels& cl) {  // device_index, device_type, device_uuid, node, zone
+    w.label("device_index", cl.index);
+    w.label("device_type", cl.type);
+    w.label("device_uuid", cl.uuid);
+    w.label("node", cl.node_name);
+    w.label("zone", zone);
+  };
+  auto with_cores = [&](const CardLabels& cl) {
+    w.label("device_cores", cl.cores);
+    card5(cl);
+  };
+  auto overview = [&](const CardLabels& cl) {
+    w.label("device_cores", cl.cores);
+    w.label("device_index", cl.index);
+    w.label("device_memory_limit", cl.mem_limit);
+    w.label("device_type", cl.type);
+    w.label("device_uuid", cl.uuid);
+    w.label("node", cl.node_name);
+    w.label("zone", zone);
+  };
+  auto pct_labels = [&](const CardLabels& cl) {
+    w.label("device_index", cl.index);
+    w.label("device_uuid", cl.uuid);
+    w.label("node", cl.node_name);
+    w.label("zone", zone);
+  };
+  auto has_memory = [](const CardView& c) { return c.mem_total_mib > 0; };
+  auto mem_used = [](const CardView& c) { return double(c.mem_used_mib) * kMiB; };
+  card_series("hami_gpu_memory_limit_bytes", "Device memory limit for a certain GPU", card5,
+              [](const CardView& c) { return double(c.mem_total_mib) * kMiB; });
+  card_series("hami_gpu_core_limit_ratio", "Device core limit for a certain GPU", card5,
+              [](const CardView& c) { return c.cores_total > 0 ? 100.0 : 0.0; });
+  card_series("hami_gpu_memory_allocated_bytes", "Device memory allocated for a certain GPU", with_cores, mem_used);
+  card_series("hami_gpu_shared_count", "Number of containers sharing this GPU", card5,
+              [](const CardView& c) { return double(c.slots_used); });
+  card_series("hami_gpu_core_allocated_ratio", "Device core allocated for a certain GPU", card5,
+              [](const CardView& c) { return core_ratio(c.cores_total, c.cores_used); });
+  card_series("hami_node_gpu_overview", "GPU overview on a certain node", overview, mem_used);
+  card_series(
+      "hami_node_gpu_memory_allocated_ratio", "GPU Memory Allocated Percentage on a certain GPU", pct_labels,
+      [](const CardView& c) { return double(c.mem_used_mib) / double(c.mem_total_mib); }, has_memory);
+  auto holder_series = [&](std::string_view name, std::string_view help, auto&& labels, auto&& value) {
+    if (holders.empty()) return;
+    w.header(name, help);
+    for (const HolderLabels& hl : holders) {
+      w.begin(name);
+      labels(hl);
+      w.end(value(hl));
+    }
+  };
+  auto ctr_labels = [&](const HolderLabels& hl) {
+    w.label("container_index", hl.index);
+    w.label("device_uuid", hl.card->uuid);
+    w.label("namespace", hl.ns);
+    w.label("node", hl.card->node_name);
+    w.label("pod", hl.pod);
+    w.label("zone", zone);
+  };
+  auto ctr_mem = [](const HolderLabels& hl) { return double(hl.holder->mem_mib) * kMiB; };
+  holder_series("hami_vgpu_memory_allocated_bytes", "vGPU memory allocated from a container", ctr_labels, ctr_mem);
+  holder_series("hami_vgpu_core_allocated_ratio", "vGPU core allocated from a container", ctr_labels,
+                [](const HolderLabels& hl) { return core_ratio(hl.card->card->cores_total, hl.holder->cores); });
+  if (legacy) {
+    // HAMi's pre-2.8 names (its LegacyMetrics setting): the same values, except the cores as raw counts.
+    auto l_card5 = [&](const CardLabels& cl) {  // deviceidx, devicetype, deviceuuid, nodeid, zone
+      w.label("deviceidx", cl.index);
+      w.label("devicetype", cl.type);
+      w.label("deviceuuid", cl.uuid);
+      w.label("nodeid", cl.node_name);
+      w.label("zone", zone);
+    };
+    auto l_with_cores = [&](const CardLabels& cl) {
+      w.label("devicecores", cl.cores);
+      l_card5(cl);
+    };
+    auto l_overview = [&](const CardLabels& cl) {
+      w.label("devicecores", cl.cores);
+      w.label("deviceidx", cl.index);
+      w.label("devicememorylimit", cl.mem_limit);
+      w.label("devicetype", cl.type);
+      w.label("deviceuuid", cl.uuid);
+      w.label("nodeid", cl.node_name);
+      w.label("zone", zone);
+    };
+    auto l_pct = [&](const CardLabels& cl) {
+      w.label("deviceidx", cl.index);
+      w.label("deviceuuid", cl.uuid);
+      w.label("nodeid", cl.node_name);
+      w.label("zone", zone);
+    };
+    card_series("GPUDeviceMemoryLimit", "Device memory limit for a certain GPU", l_card5,
+                [](const CardView& c) { return double(c.mem_total_mib) * kMiB; });
+    card_series("GPUDeviceCoreLimit", "Device memory core limit for a certain GPU", l_card5,
+                [](const CardView& c) { return double(c.cores_total); });
+    card_series("GPUDeviceMemoryAllocated", "Device memory allocated for a certain GPU", l_with_cores, mem_used);
+    card_series("GPUDeviceSharedNum", "Number of containers sharing this GPU", l_card5,
+                [](const CardView& c) { return double(c.slots_used); });
+    card_series("GPUDeviceCoreAllocated", "Device core allocated for a certain GPU", l_card5,
+                [](const CardView& c) { return double(c.cores_used); });
+    card_series("nodeGPUOverview", "GPU overview on a certain node", l_overview, mem_used);
+    card_series(
+        "nodeGPUMemoryPercentage", "GPU Memory Allocated Percentage on a certain GPU", l_pct,
+        [](const CardView& c) { return double(c.mem_used_mib) / double(c.mem_total_mib); }, has_memory);
+    auto l_ctr = [&](const HolderLabels& hl) {
+      w.label("containeridx", hl.index);
+      w.label("deviceuuid", hl.card->uuid);
+      w.label("nodename", hl.card->node_name);
+      w.label("podname", hl.pod);
+      w.label("podnamespace", hl.ns);
+      w.label("zone", zone);
+    };
+    holder_series("vGPUMemoryAllocated", "vGPU memory allocated from a container", l_ctr, ctr_mem);
+    holder_series("vGPUCoreAllocated", "vGPU core allocated from a container", l_ctr,
+                  [](const HolderLabels& hl) { return double(hl.holder->cores); });
+  }
+  auto stranded_labels = [&](const CardLabels& cl) {
+    w.label("device_type", cl.type);
+    w.label("device_uuid", cl.uuid);
+    w.label("node", cl.node_name);
+  };
+  card_series("gpuslice_scheduler_card_stranded_memory_bytes",
+              "Free memory on a card that can take no new container (its cores or slots are gone).", stranded_labels,
+              [](const CardView& c) { return double(c.stranded_mem_mib) * kMiB; });
+  card_series("gpuslice_scheduler_card_stranded_cores",
+              "Free cores (percent) on a card that can take no new container (its memory or slots are gone).",
+              stranded_labels, [](const CardView& c) { return double(c.stranded_cores); });
+  if (!view.summary.pending_reasons.empty()) {
+    w.header("gpuslice_scheduler_pending_gpu_pods", "Pending GPU pods by their main unschedulable reason.");
+    for (const ReasonCount& r : view.summary.pending_reasons) {
+      w.begin("gpuslice_scheduler_pending_gpu_pods");
+      w.label("reason", metrics::escape_label_value(r.reason));
+      w.end(double(r.nodes));
+    }
   }
   // Histograms over the cards at scrape time: how stranded capacity is distributed across the fleet.
+  std::vector<double> stranded_values, stranded_core_values;
+  stranded_values.reserve(cards.size());
+  stranded_core_values.reserve(cards.size());
+  for (const CardLabels& cl : cards) {
+    stranded_values.push_back(double(cl.card->stranded_mem_mib) * kMiB);
+    stranded_core_values.push_back(double(cl.card->stranded_cores));
+  }
   histogram(out, "gpuslice_scheduler_stranded_memory_per_card_bytes",
             "Distribution over cards of stranded free memory (see gpuslice_scheduler_card_stranded_memory_bytes).",
             {0, 1024 * kMiB, 4096 * kMiB, 8192 * kMiB, 16384 * kMiB, 32768 * kMiB, 65536 * kMiB}, stranded_values);
   histogram(out, "gpuslice_scheduler_stranded_cores_per_card",
             "Distribution over cards of stranded free cores (percent of a card).", {0, 5, 10, 25, 50, 75, 100},
             stranded_core_values);
+}
+
+std::string render_hami_metrics(const StatusView& view, bool legacy) {
+  std::string out;
+  append_hami_metrics(out, view, legacy);
   return out;
 }
 

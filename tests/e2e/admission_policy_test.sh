@@ -2,9 +2,9 @@
 # The policy topology: GPU pods mutated by charts/gpuslice's MutatingAdmissionPolicy, evaluated INSIDE the
 # tenant's kube-apiserver (no webhook call, no tunnel), compared with gpuslice's webhook on the same pods.
 #
-# The lab runs kube-apiserver v1.34, where MutatingAdmissionPolicy is beta (admissionregistration.k8s.io/v1beta1,
-# feature gate MutatingAdmissionPolicy + --runtime-config, both set by lab/lab.sh); it is GA (v1) from 1.36. The
-# chart picks the version the cluster serves.
+# The lab runs kube-apiserver v1.36, where MutatingAdmissionPolicy is GA (admissionregistration.k8s.io/v1, on by
+# default: lab/lab.sh sets no feature gate and no --runtime-config). The test requires v1 to be served and renders
+# the chart's default (v1); v1beta1 (1.34/1.35 behind the feature gate) stays selectable in the chart.
 #
 # On tenant a: namespace W is served by the webhook (the lab's normal path, through Konnectivity); namespace P is
 # labelled gpuslice.io/webhook=ignore (never sent to the webhook) and is the only one the policy is bound to.
@@ -23,8 +23,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=lib.sh
 source "$ROOT/tests/e2e/lib.sh"
-CACHE=${GPUSLICE_LAB_CACHE:-$HOME/.cache/gpuslice-lab}
-HELM=$CACHE/bin/helm
+HELM=$("$ROOT/lab/build-tools.sh" --print-bin)/helm
 W=policy-ref-$$ P=policy-map-$$ F=policy-both-$$ U=policy-none-$$
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpuslice-policy-test.XXXXXX")
 use_tenant a || { fail "tenant a" "lab/lab.sh env a failed"; exit 1; }
@@ -42,19 +41,25 @@ section "the chart's MutatingAdmissionPolicy on tenant a ($(kubectl version -o j
 served=$(kubectl api-resources --api-group=admissionregistration.k8s.io -o name | grep -c mutatingadmissionpolicies)
 ((served > 0)) || { fail "the API server serves MutatingAdmissionPolicy" "kubectl api-resources shows none (feature gate?)"; exit 1; }
 api=$(kubectl api-resources --api-group=admissionregistration.k8s.io --no-headers | awk '$NF == "MutatingAdmissionPolicy" {print $(NF-2)}')
-pass "the API server serves MutatingAdmissionPolicy as $api"
+if [[ $api == admissionregistration.k8s.io/v1 ]]; then
+  pass "the API server serves MutatingAdmissionPolicy as $api (GA, no feature gate, no runtime-config)"
+else
+  fail "the API server serves MutatingAdmissionPolicy as admissionregistration.k8s.io/v1" "it serves: ${api:-none}"; exit 1
+fi
 kubectl create namespace "$W" >/dev/null
 kubectl create namespace "$P" >/dev/null
 kubectl label namespace "$P" gpuslice.io/webhook=ignore gpuslice.io/e2e="$P" >/dev/null
 kubectl create namespace "$F" >/dev/null   # both: the webhook (not opted out) and the policy
 kubectl label namespace "$F" gpuslice.io/e2e="$F" >/dev/null
+out=""
 if "$HELM" template e2e "$ROOT/charts/gpuslice" -s templates/admission-policy.yaml --set topology=policy \
-     --set fullnameOverride=gpuslice-e2e-$$ --set admissionPolicy.apiVersion="$api" \
+     --set fullnameOverride=gpuslice-e2e-$$ \
      --set-json "admissionPolicy.namespaceSelector={\"matchExpressions\":[{\"key\":\"gpuslice.io/e2e\",\"operator\":\"In\",\"values\":[\"$P\",\"$F\"]}]}" >"$work/policy.yaml" 2>"$work/err" &&
+   [[ $(grep -c '^apiVersion: admissionregistration.k8s.io/v1$' "$work/policy.yaml") == 2 ]] &&
    out=$(kubectl apply -f "$work/policy.yaml" 2>&1); then
-  pass "policy and binding applied ($api)" "$(tr '\n' ' ' <<<"$out")"
+  pass "policy and binding applied (the chart's default: admissionregistration.k8s.io/v1)" "$(tr '\n' ' ' <<<"$out")"
 else
-  fail "policy and binding applied" "$(cat "$work/err") $out"; exit 1
+  fail "policy and binding applied" "$(cat "$work/err") rendered: $(grep '^apiVersion' "$work/policy.yaml" 2>/dev/null | tr '\n' ' ') $out"; exit 1
 fi
 
 # The API server loads policies asynchronously: wait until a probe pod in P is mutated.

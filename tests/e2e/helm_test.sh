@@ -13,9 +13,10 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=lib.sh
 source "$ROOT/tests/e2e/lib.sh"
 CACHE=${GPUSLICE_LAB_CACHE:-$HOME/.cache/gpuslice-lab}
-HELM=$CACHE/bin/helm
+BIN=$("$ROOT/lab/build-tools.sh" --print-bin)   # the lab's tools, one directory per Kubernetes version
+HELM=$BIN/helm
 CHART=$ROOT/charts/gpuslice
-KUBE_VERSION=$("$CACHE/bin/kubectl" version --client -o json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["clientVersion"]["gitVersion"])')
+KUBE_VERSION=$("$BIN/kubectl" version --client -o json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["clientVersion"]["gitVersion"])')
 [[ -x $HELM ]] || { fail "helm built" "no $HELM (lab/build-tools.sh)"; exit 1; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpuslice-helm-test.XXXXXX")
 scratch=gpuslice-helm-test-$$
@@ -74,6 +75,18 @@ check_kinds() {  # variant "present kinds" "absent kinds"
 check_kinds sidecar "MutatingWebhookConfiguration ValidatingAdmissionPolicy ClusterRole Secret" "Deployment Service PodDisruptionBudget MutatingAdmissionPolicy"
 check_kinds policy "MutatingAdmissionPolicy MutatingAdmissionPolicyBinding Deployment ValidatingAdmissionPolicy" "MutatingWebhookConfiguration Secret"
 check_kinds worker-with-policy-fallback "MutatingWebhookConfiguration MutatingAdmissionPolicy Deployment" ""
+# The admission policy's API version: v1 by default (GA from 1.36), v1beta1 still selectable for 1.34/1.35 (only
+# rendered here: the lab's 1.36 API server does not serve v1beta1 without --runtime-config).
+api_of() { grep --no-group-separator -A1 -E '^apiVersion: admissionregistration' "$1" | paste - - | awk '$4 ~ /^MutatingAdmissionPolicy/ {print $2}' | sort -u | tr '\n' ' '; }
+[[ $(api_of "$work/policy.yaml") == "admissionregistration.k8s.io/v1 " ]] &&
+  pass "topology policy: MutatingAdmissionPolicy and its binding are admissionregistration.k8s.io/v1 by default" ||
+  fail "topology policy: the policy is admissionregistration.k8s.io/v1 by default" "$(api_of "$work/policy.yaml")"
+if "$HELM" template chk "$CHART" --set topology=policy --set admissionPolicy.apiVersion=admissionregistration.k8s.io/v1beta1 \
+     >"$work/policy-beta.yaml" 2>&1 && [[ $(api_of "$work/policy-beta.yaml") == "admissionregistration.k8s.io/v1beta1 " ]]; then
+  pass "admissionPolicy.apiVersion=admissionregistration.k8s.io/v1beta1 renders the beta objects (Kubernetes 1.34/1.35)"
+else
+  fail "admissionPolicy.apiVersion=admissionregistration.k8s.io/v1beta1 renders the beta objects" "$(head -c 300 "$work/policy-beta.yaml")"
+fi
 if grep -q 'url: "https://127.0.0.1:9443/mutate"' "$work/sidecar.yaml" && ! grep -q 'service:$' "$work/sidecar.yaml"; then
   pass "topology sidecar registers the webhook by URL on localhost"
 else
@@ -82,11 +95,27 @@ fi
 
 section "the chart's defaults are the kustomize base"
 "$HELM" template gpuslice "$CHART" --namespace gpuslice-system --kube-version "$KUBE_VERSION" >"$work/default.yaml" &&
-  "$CACHE/bin/kubectl" kustomize "$ROOT/manifests/base" >"$work/base.yaml"
+  "$BIN/kubectl" kustomize "$ROOT/manifests/base" >"$work/base.yaml"
 if out=$(python3 "$ROOT/tests/e2e/chart_vs_base.py" "$work/default.yaml" "$work/base.yaml" 2>&1); then
   pass "helm template (defaults) == kubectl kustomize manifests/base, object by object" "$(grep -c same <<<"$out") objects equal; $(grep allowed <<<"$out" | sed 's/^ *//' | tr '\n' ';')"
 else
   fail "helm template (defaults) == kubectl kustomize manifests/base, object by object" "$(grep DIFF <<<"$out" | head -8)"
+fi
+
+comp=$ROOT/manifests/components/admission-policy
+if "$comp/regen.sh" "$HELM" "$work/component.yaml" 2>"$work/component.err" && cmp -s "$work/component.yaml" "$comp/admission-policy.yaml"; then
+  pass "manifests/components/admission-policy is the chart's policy (regen.sh output unchanged)" "$(grep -c '^apiVersion: admissionregistration.k8s.io/v1$' "$comp/admission-policy.yaml") objects of admissionregistration.k8s.io/v1"
+else
+  fail "manifests/components/admission-policy is the chart's policy" "stale: run $comp/regen.sh; $(diff "$comp/admission-policy.yaml" "$work/component.yaml" | head -5) $(cat "$work/component.err")"
+fi
+cp -r "$ROOT/manifests" "$work/manifests" && mkdir -p "$work/manifests/overlays/with-policy"
+printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../../base]\ncomponents: [../../components/admission-policy]\n' \
+  >"$work/manifests/overlays/with-policy/kustomization.yaml"
+if "$BIN/kubectl" kustomize "$work/manifests/overlays/with-policy" >"$work/with-policy.yaml" 2>&1 &&
+   grep -q '^kind: MutatingAdmissionPolicyBinding$' "$work/with-policy.yaml" && grep -q '^kind: MutatingWebhookConfiguration$' "$work/with-policy.yaml"; then
+  pass "kustomize: manifests/base + components/admission-policy renders the webhook and the policy (the fallback)"
+else
+  fail "kustomize: manifests/base + components/admission-policy" "$(head -5 "$work/with-policy.yaml")"
 fi
 
 section "server-side dry run of every rendering on tenant a"
@@ -113,6 +142,12 @@ PY
   done
   if [[ -z $bad ]]; then pass "dry run: $v ($n objects created --dry-run=server)"; else fail "dry run: $v" "$bad"; fi
 done
+
+if err=$(kubectl create --dry-run=server -f "$ROOT/manifests/components/admission-policy/admission-policy.yaml" 2>&1); then
+  pass "dry run: manifests/components/admission-policy" "$(tr '\n' ' ' <<<"$err")"
+else
+  fail "dry run: manifests/components/admission-policy" "$err"
+fi
 
 section "tenant b was installed with helm install"
 use_tenant b

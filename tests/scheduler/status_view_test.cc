@@ -11,6 +11,9 @@
 
 #include "tests/support/process.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -277,6 +280,164 @@ TEST_CASE("status view: HAMi v2.10 scheduler series with HAMi's names, labels an
   CHECK_THAT(text, Catch::Contains("gpuslice_scheduler_stranded_memory_per_card_bytes_count 1\n"));
   std::string modern = status::render_hami_metrics(status::build_view(s.snap, s.pending, state_at(1000)), false);
   CHECK(modern.find("GPUDeviceMemoryAllocated") == std::string::npos);
+}
+
+namespace {
+
+/// tests/e2e/dashboard_check.py over `exposition` (written to a file) and the dashboards: its exit status and report.
+struct DashboardCheck {
+  int status = -1;
+  std::string report;
+};
+DashboardCheck dashboard_check(const std::string& exposition, const std::string& dashboards,
+                               const std::string& require = "") {
+  static int n = 0;
+  const std::string file = std::string(GPUSLICE_BINARY_DIR) + "/status_view_test." + std::to_string(::getpid()) + "." +
+                           std::to_string(++n) + ".prom";
+  {
+    std::ofstream out(file, std::ios::binary);
+    out << exposition;
+  }
+  std::string cmd = "python3 " + std::string(GPUSLICE_SOURCE_DIR) + "/tests/e2e/dashboard_check.py --metrics " + file;
+  if (!require.empty()) cmd += " --require '" + require + "'";
+  cmd += " " + dashboards + " 2>&1";
+  DashboardCheck r;
+  r.report = gpuslice::testing::run_capture(cmd, r.status);
+  std::remove(file.c_str());
+  return r;
+}
+
+const std::string kHamiDashboard =
+    std::string(GPUSLICE_SOURCE_DIR) + "/tests/data/hami-dashboards/hami-vgpu-dashboard.queries.json";
+const std::string kHamiOldDashboard =
+    std::string(GPUSLICE_SOURCE_DIR) + "/tests/data/hami-dashboards/k8s-vgpu-scheduler-dashboard.queries.json";
+const std::string kOwnDashboard = std::string(GPUSLICE_SOURCE_DIR) + "/manifests/grafana/gpuslice-dashboard.json";
+/// What the status view renders (the rest of gpuslice's dashboard is the registry's: tests/e2e/status_page_test.sh).
+const std::string kStatusViewSeries = "^(hami_|gpuslice_scheduler_(card_stranded_|stranded_|pending_gpu_pods))";
+
+/// `text` without the samples (and HELP/TYPE) of `name`.
+std::string without_series(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + "{", 0) == 0 || line.rfind(name + " ", 0) == 0 ||
+        line.rfind("# HELP " + name + " ", 0) == 0 || line.rfind("# TYPE " + name + " ", 0) == 0)
+      continue;
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("HAMi's dashboards find every scheduler series they query, with their labels, legacy names on or off") {
+  Seed s = seed();
+  status::StatusView v = status::build_view(s.snap, s.pending, state_at(1000));
+  for (bool legacy : {true, false}) {
+    CAPTURE(legacy);
+    DashboardCheck r =
+        dashboard_check(status::render_hami_metrics(v, legacy), kHamiDashboard + " " + kHamiOldDashboard);
+    INFO(r.report);
+    CHECK(r.status == 0);
+    // The five scheduler series HAMi's v2.10 dashboard reads (its vGPU-monitor series are the device plugin's).
+    CHECK_THAT(r.report, Catch::Contains("HAMi vGPU metrics: 19 queries, 14 in-scope series references found (5 names: "
+                                         "hami_gpu_core_allocated_ratio hami_gpu_memory_allocated_bytes "
+                                         "hami_gpu_memory_limit_bytes hami_gpu_shared_count "
+                                         "hami_node_gpu_memory_allocated_ratio)"));
+    CHECK_THAT(r.report, Catch::Contains("skipped (hami-vgpu-monitor): hami_container_device_utilization_ratio "
+                                         "hami_host_gpu_memory_used_bytes hami_host_gpu_utilization_ratio "
+                                         "hami_vgpu_memory_limit_bytes hami_vgpu_memory_used_bytes"));
+    // The older k8s-vgpu-scheduler dashboard reads only dcgm-exporter and the vGPU monitor.
+    CHECK_THAT(r.report,
+               Catch::Contains("k8s-vgpu-scheduler Dashboard: 12 queries, 0 in-scope series references found"));
+  }
+}
+
+TEST_CASE("gpuslice's dashboard finds every series the status view renders, with their labels") {
+  Seed s = seed();
+  status::StatusView v = status::build_view(s.snap, s.pending, state_at(1000));
+  DashboardCheck r = dashboard_check(status::render_hami_metrics(v, false), kOwnDashboard, kStatusViewSeries);
+  INFO(r.report);
+  CHECK(r.status == 0);
+  for (const char* name : {"gpuslice_scheduler_card_stranded_memory_bytes", "gpuslice_scheduler_pending_gpu_pods",
+                           "gpuslice_scheduler_stranded_memory_per_card_bytes_bucket",
+                           "hami_vgpu_memory_allocated_bytes", "hami_gpu_core_limit_ratio"}) {
+    CHECK_THAT(r.report, Catch::Contains(std::string(" ") + name));
+  }
+  CHECK(r.report.find("MISSING") == std::string::npos);
+}
+
+TEST_CASE("the dashboard check convicts: a missing series, a missing label, an unclassified name") {
+  Seed s = seed();
+  const std::string text = status::render_hami_metrics(status::build_view(s.snap, s.pending, state_at(1000)), false);
+  DashboardCheck gone = dashboard_check(without_series(text, "hami_gpu_shared_count"), kHamiDashboard);
+  CHECK(gone.status != 0);
+  CHECK_THAT(gone.report,
+             Catch::Contains("MISSING HAMi vGPU metrics: panel 'Shared containers' A: hami_gpu_shared_count "
+                             "is not on /metrics"));
+  // hami_gpu_memory_limit_bytes without device_uuid: the `and on (device_uuid)` joins with the monitor's series break.
+  std::string no_uuid = text;
+  for (size_t at = no_uuid.find("hami_gpu_memory_limit_bytes{"); at != std::string::npos;
+       at = no_uuid.find("hami_gpu_memory_limit_bytes{", at + 1)) {
+    size_t label = no_uuid.find("device_uuid=\"", at);
+    size_t end = no_uuid.find("\",", label);
+    no_uuid.erase(label, end + 2 - label);
+  }
+  DashboardCheck label = dashboard_check(no_uuid, kHamiDashboard);
+  CHECK(label.status != 0);
+  CHECK_THAT(label.report, Catch::Contains("panel 'Host GPU memory used' A: no hami_gpu_memory_limit_bytes sample has "
+                                           "the labels ['device_uuid', 'node']"));
+  // A dashboard querying a name no source claims must be classified before it can pass.
+  const std::string unknown = std::string(GPUSLICE_BINARY_DIR) + "/status_view_test.unknown-dashboard.json";
+  {
+    std::ofstream out(unknown);
+    out << R"json({"title": "t", "panels": [{"title": "p", "targets": [{"refId": "A", "expr": "sum(mystery_series)"}]}]})json";
+  }
+  DashboardCheck unclassified = dashboard_check(text, unknown);
+  std::remove(unknown.c_str());
+  CHECK(unclassified.status != 0);
+  CHECK_THAT(unclassified.report, Catch::Contains("mystery_series is in no source of metric-sources.json"));
+}
+
+TEST_CASE(
+    "HAMi's legacy metric names (serve --hami-legacy-metrics): the legacy names and labels only when asked, HAMi "
+    "v2.10's names always") {
+  Seed s = seed();
+  status::StatusView v = status::build_view(s.snap, s.pending, state_at(1000));
+  const std::string with = status::render_hami_metrics(v, true);
+  const std::string without = status::render_hami_metrics(v, false);
+  const char* legacy_names[] = {"GPUDeviceMemoryLimit",    "GPUDeviceCoreLimit",     "GPUDeviceMemoryAllocated",
+                                "GPUDeviceSharedNum",      "GPUDeviceCoreAllocated", "nodeGPUOverview",
+                                "nodeGPUMemoryPercentage", "vGPUMemoryAllocated",    "vGPUCoreAllocated"};
+  for (const char* name : legacy_names) {
+    CAPTURE(name);
+    CHECK_THAT(with, Catch::Contains(std::string("\n") + name + "{"));
+    CHECK_THAT(with, Catch::Contains(std::string("# TYPE ") + name + " gauge\n"));
+    CHECK(without.find(std::string(name) + "{") == std::string::npos);
+    CHECK(without.find(std::string("# HELP ") + name + " ") == std::string::npos);
+  }
+  for (const char* label : {"nodeid=", "deviceuuid=", "podnamespace=", "containeridx="}) {
+    CHECK_THAT(with, Catch::Contains(label));
+    CHECK(without.find(label) == std::string::npos);
+  }
+  // Without them, every line of the modern text is also in the legacy one, in the same order: the flag only drops.
+  std::istringstream w(with), wo(without);
+  std::string a, b;
+  size_t kept = 0;
+  while (std::getline(wo, b)) {
+    bool found = false;
+    while (std::getline(w, a)) {
+      if (a == b) {
+        found = true;
+        break;
+      }
+    }
+    CAPTURE(b);
+    REQUIRE(found);
+    ++kept;
+  }
+  CHECK(kept > 40);
+  CHECK(without.size() < with.size());
 }
 
 TEST_CASE("status view: the page embeds its data with every '<' escaped and needs no external asset") {

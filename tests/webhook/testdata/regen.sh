@@ -10,11 +10,11 @@
 # the static discovery documents in discovery/ (v1 pods, apps/v1 deployments) and 404 for everything else.
 # kubectl builds the object itself; nothing is sent to or created on any server.
 #
-# Needs: kubectl (default: the lab's, ~/.cache/gpuslice-lab/bin/kubectl, see lab/build-tools.sh) and socat.
+# Needs: kubectl (default: the lab's, $(lab/build-tools.sh --print-bin)/kubectl) and socat.
 set -euo pipefail
 cd "$(dirname "$0")"
 here=$PWD
-kubectl=${KUBECTL:-$HOME/.cache/gpuslice-lab/bin/kubectl}
+kubectl=${KUBECTL:-$("$here/../../../lab/build-tools.sh" --print-bin)/kubectl}
 [[ -x $kubectl ]] || { echo "regen.sh: kubectl not found at $kubectl (set KUBECTL)" >&2; exit 1; }
 command -v socat >/dev/null || { echo "regen.sh: socat is required" >&2; exit 1; }
 

@@ -4,6 +4,8 @@
 #include "common/log.h"
 #include "scheduler/loop_metrics.h"
 
+#include <boost/json/serialize.hpp>
+
 namespace gpuslice::scheduler {
 namespace {
 

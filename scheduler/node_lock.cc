@@ -169,7 +169,8 @@ PodBrief brief_of(const boost::json::object& pod) {
   b.phase = at({"status", "phase"});
   b.scheduler_name = at({"spec", "schedulerName"});
   if (const auto* meta = object_at(pod, "metadata"); meta != nullptr) {
-    if (const auto* ann = object_at(*meta, "annotations"); ann != nullptr && ann->contains(kDevicesToAllocateAnnotation)) {
+    if (const auto* ann = object_at(*meta, "annotations");
+        ann != nullptr && ann->contains(kDevicesToAllocateAnnotation)) {
       b.devices_consumed = string_at(*ann, kDevicesToAllocateAnnotation).find(kNvidiaVendorWord) == std::string::npos;
     }
   }

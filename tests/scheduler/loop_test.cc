@@ -215,7 +215,16 @@ TEST_CASE("loop: seed scenario binds three sharing pods and reports the fourth",
   h.io.run_for(5ms);
   h.io.restart();
   h.start();
-  REQUIRE(h.run_until([&] { return h.api->binds == 3 && !h.api->conditions.empty() && h.quiet(); }));
+  // Done when the agent has finished every bound pod (it sees each one on a watch event a moment after the bind,
+  // so "no bind and no Allocate in flight" alone can be true before it starts).
+  auto allocated = [&] {
+    int success = 0;
+    for (const auto& [key, pod] : h.api->pods) {
+      success += !h.node_of(key).empty() && ann(pod, "hami.io/bind-phase") == "success";
+    }
+    return success == 3;
+  };
+  REQUIRE(h.run_until([&] { return h.api->binds == 3 && !h.api->conditions.empty() && allocated() && h.quiet(); }));
 
   int bound = 0;
   for (int i = 1; i <= 4; ++i) {

@@ -237,9 +237,10 @@ TEST_CASE("an abandoned lock is taken over only after the grace (a previous lead
         LockAction::take_owner_gone);
 }
 
-TEST_CASE("lock owner: bound here with every device entry consumed can no longer allocate (the plugin's success "
-          "write was lost)",
-          "[node_lock]") {
+TEST_CASE(
+    "lock owner: bound here with every device entry consumed can no longer allocate (the plugin's success "
+    "write was lost)",
+    "[node_lock]") {
   auto pod = json::parse(R"({"metadata":{"annotations":{"hami.io/vgpu-node":"gpu-0","hami.io/bind-phase":"allocating",
       "hami.io/vgpu-devices-to-allocate":";"}},"spec":{"nodeName":"gpu-0"},"status":{"phase":"Pending"}})")
                  .as_object();
@@ -247,7 +248,8 @@ TEST_CASE("lock owner: bound here with every device entry consumed can no longer
   CHECK(b.devices_consumed);
   CHECK(classify_lock_owner(b, "gpu-0", false) == LockOwnerState::allocation_over);
   // An entry left to allocate: still active.
-  pod["metadata"].as_object()["annotations"].as_object()["hami.io/vgpu-devices-to-allocate"] = ";GPU-a,NVIDIA,1000,10:;";
+  pod["metadata"].as_object()["annotations"].as_object()["hami.io/vgpu-devices-to-allocate"] =
+      ";GPU-a,NVIDIA,1000,10:;";
   b = brief_of(pod);
   CHECK_FALSE(b.devices_consumed);
   CHECK(classify_lock_owner(b, "gpu-0", false) == LockOwnerState::active);

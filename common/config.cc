@@ -274,6 +274,7 @@ Result<Configuration> parse_configuration(std::string_view yaml_text) {
                      {"kubeBurst", [&](N m, P q) { return w.integer(m, q, s.kube_burst, 1, 100000); }},
                      {"kubeTimeout", [&](N m, P q) { return w.duration(m, q, s.kube_timeout); }},
                      {"maxBackoff", [&](N m, P q) { return w.duration(m, q, s.max_backoff); }},
+                     {"hamiLegacyMetrics", [&](N m, P q) { return w.boolean(m, q, s.hami_legacy_metrics); }},
                      {"preemption",
                       [&](N m, P q) {
                         return w.mapping(

@@ -33,6 +33,19 @@ TEST_CASE("scheduler.preemption: the switch and the cap") {
   CHECK(unknown.message() == "scheduler.preemption.victims: unknown field");
 }
 
+TEST_CASE("scheduler.hamiLegacyMetrics: HAMi's legacy metric names, on by default") {
+  auto head = std::string("apiVersion: gpuslice.io/v1alpha1\nkind: GpusliceConfiguration\n");
+  auto d = parse_configuration(head);
+  REQUIRE(d.ok());
+  CHECK(d->scheduler.hami_legacy_metrics);
+  auto off = parse_configuration(head + "scheduler: {hamiLegacyMetrics: false}\n");
+  REQUIRE(off.ok());
+  CHECK_FALSE(off->scheduler.hami_legacy_metrics);
+  auto bad = parse_configuration(head + "scheduler: {hamiLegacyMetrics: sometimes}\n");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.message().find("scheduler.hamiLegacyMetrics: \"sometimes\"") == 0);
+}
+
 TEST_CASE("fields are read") {
   auto r = parse_configuration(R"(apiVersion: gpuslice.io/v1alpha1
 kind: GpusliceConfiguration

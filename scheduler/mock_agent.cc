@@ -462,8 +462,12 @@ asio::awaitable<void> MockDeviceAgent::admit(std::string node, std::string key) 
   } else {
     ++stats_.rejected;
   }
-  log::info("device plugin emulation",
-            {{"pod", key}, {"node", node}, {"result", error.empty() ? "admitted" : "rejected"}, {"error", error}}, 1);
+  if (error.empty()) {
+    log::info("device plugin emulation", {{"pod", key}, {"node", node}, {"result", "admitted"}}, 1);
+  } else {
+    log::warning("device plugin emulation: Allocate failed, kubelet rejects the pod",
+                 {{"pod", key}, {"node", node}, {"pendingPod", pending_key}, {"error", error}});
+  }
   auto w = co_await api_->patch_pod(
       ns, name, annotation_patch(kDevicePluginRecordAnnotation, json::value(json::serialize(record))));
   if (!w && !w.error().is_not_found()) {

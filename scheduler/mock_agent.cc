@@ -487,6 +487,22 @@ asio::awaitable<void> MockDeviceAgent::admit(std::string node, std::string key) 
     ev.regarding.name = name;
     ev.regarding.uid = kube::uid_of(pod);
     (void)co_await api_->create_event(std::move(ev));
+    // kubelet's admission rejects the pod (pkg/kubelet/lifecycle: phase Failed, reason UnexpectedAdmissionError):
+    // it holds nothing from then on, and a lock naming it is freed as its owner has finished.
+    json::object status{{"phase", "Failed"},
+                        {"reason", "UnexpectedAdmissionError"},
+                        {"message", "Pod was rejected: Allocate failed due to " + error + ", which is unexpected"}};
+    const std::string body = json::serialize(json::object{{"status", std::move(status)}});
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      auto r = co_await api_->patch_pod_status(ns, name, body);
+      if (r || r.error().is_not_found()) {
+        break;
+      }
+      log::warning("rejecting the pod failed", {{"pod", key}, {"error", r.error().to_string()}});
+      asio::steady_timer t(executor_);
+      t.expires_after(std::chrono::milliseconds(500 << attempt));
+      co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
   }
 }
 

@@ -135,45 +135,9 @@ kc delete node "$LAT_NODE" --ignore-not-found >/dev/null
 kc create namespace "$NS" >/dev/null
 
 # ---- manifests --------------------------------------------------------------------------------------------
-# GPU pods name gpuslice's scheduler themselves and opt out of the webhook (label gpuslice.io/webhook=ignore):
-# they are created while gpuslice (and so its webhook) is stopped, and the scheduler derives the request from
-# the resources as it does for any pod without gpuslice.io/gpu-request. The guard admits them (right scheduler).
-gpu_pods() {  # prefix count [extra yaml for spec]
-  local i
-  for ((i = 0; i < $2; i++)); do
-    cat <<EOF
----
-apiVersion: v1
-kind: Pod
-metadata: {name: $1-$i, namespace: $NS, labels: {bench: $1, gpuslice.io/webhook: ignore}}
-spec:
-  schedulerName: $GS_NAME
-  terminationGracePeriodSeconds: 0
-  containers:
-  - name: c
-    image: registry.k8s.io/pause:3.10
-    resources: {limits: {nvidia.com/gpu: "1", nvidia.com/gpumem: "1000", nvidia.com/gpucores: "5"}}
-EOF
-  done
-}
-plain_pods() {  # prefix count
-  local i
-  for ((i = 0; i < $2; i++)); do
-    cat <<EOF
----
-apiVersion: v1
-kind: Pod
-metadata: {name: $1-$i, namespace: $NS, labels: {bench: $1}}
-spec:
-  schedulerName: $KS_NAME
-  terminationGracePeriodSeconds: 0
-  containers:
-  - name: c
-    image: registry.k8s.io/pause:3.10
-    resources: {requests: {cpu: 10m, memory: 16Mi}}
-EOF
-  done
-}
+# GPU pods (gpu_pods) and plain pods (plain_pods): bench/pods.sh, shared with bench/scale_bench.sh.
+# shellcheck source=bench/pods.sh
+source "$BENCH_DIR/pods.sh"
 latency_pod() {  # name: all 100 cores of the latency node's single card
   cat <<EOF
 apiVersion: v1

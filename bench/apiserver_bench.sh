@@ -3,7 +3,7 @@
 #
 #   1. gpuslice: N GPU pods (nvidia.com/gpu 1, gpumem 1000, gpucores 5) created while gpuslice is stopped, then
 #      gpuslice is started; time from start to all bound, and first-to-last bound (steady pods/s).
-#   2. upstream kube-scheduler (~/.cache/gpuslice-lab/bin/kube-scheduler, its own schedulerName
+#   2. upstream kube-scheduler ($(lab/build-tools.sh --print-bin)/kube-scheduler, its own schedulerName
 #      bench-kube-scheduler, default client QPS 50 / burst 100 like gpuslice's kubeQPS/kubeBurst): N plain pods
 #      (cpu 10m, memory 16Mi) created before it starts; same two figures. The ratio gpuslice / kube-scheduler is
 #      from this one run (absolute figures move with the shared machine's load).
@@ -41,7 +41,7 @@ export GPUSLICE_LAB_NETNS_PREFIX=${GPUSLICE_LAB_NETNS_PREFIX:-gsb}
 # An optimised binary: bench/ builds its own (cmake --preset release -B build/bench), else lab.sh's choice.
 if [[ -z ${GPUSLICE_BIN:-} && -x $REPO/build/bench/cmd/gpuslice ]]; then export GPUSLICE_BIN=$REPO/build/bench/cmd/gpuslice; fi
 STATE=$GPUSLICE_LAB_STATE
-BIN=${GPUSLICE_LAB_CACHE:-$HOME/.cache/gpuslice-lab}/bin
+BIN=$("$REPO/lab/build-tools.sh" --print-bin)
 WATCH=$BENCH_DIR/apiserver_watch.py
 PODS=2000 NODES=200 SAMPLES=7 MODE=ask KEEP=false NODE_LOCK="" QPS=""
 NS=gpuslice-bench

@@ -838,8 +838,9 @@ awaitable<ApiResult<WatchResult>> Client::watch(std::string path, WatchOptions o
 
 // ---- typed helpers ------------------------------------------------------------------------------------------
 
-awaitable<ApiStatus> Client::bind_pod(std::string ns, std::string pod, std::string node, std::string pod_uid) {
-  auto body = make_binding(ns, pod, node, pod_uid);
+awaitable<ApiStatus> Client::bind_pod(std::string ns, std::string pod, std::string node, std::string pod_uid,
+                                      BindingMetadata metadata) {
+  auto body = make_binding(ns, pod, node, pod_uid, metadata);
   Request req{HttpMethod::post,
               object_path(resources::pods(), ns, pod, "binding"),
               json::serialize(body),

@@ -182,9 +182,10 @@ class Client : public std::enable_shared_from_this<Client> {
 
   // ---- typed helpers for the scheduling loop ------------------------------------------------------------
 
-  /// POST /api/v1/namespaces/{ns}/pods/{pod}/binding (201). 409 = already bound (is_conflict()).
+  /// POST /api/v1/namespaces/{ns}/pods/{pod}/binding (201) carrying `metadata` onto the pod in the same write.
+  /// 409 = already bound or the UID precondition failed (is_conflict()).
   boost::asio::awaitable<ApiStatus> bind_pod(std::string ns, std::string pod, std::string node,
-                                             std::string pod_uid = {});
+                                             std::string pod_uid = {}, BindingMetadata metadata = {});
   /// Strategic-merge PATCH of pods/{pod}/status with one condition (merged by type).
   boost::asio::awaitable<ApiResult<boost::json::object>> patch_pod_condition(std::string ns, std::string pod,
                                                                              PodCondition condition);

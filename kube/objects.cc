@@ -231,10 +231,24 @@ Result<ListPage> decode_list(std::string_view body) {
 
 // ---- binding, status, events --------------------------------------------------------------------------------
 
-json::object make_binding(std::string_view ns, std::string_view pod, std::string_view node, std::string_view uid) {
+json::object make_binding(std::string_view ns, std::string_view pod, std::string_view node, std::string_view uid,
+                          const BindingMetadata& metadata) {
   json::object meta{{"name", pod}, {"namespace", ns}};
   if (!uid.empty()) {
     meta["uid"] = uid;
+  }
+  auto as_object = [](const std::map<std::string, std::string>& m) {
+    json::object o;
+    for (const auto& [k, v] : m) {
+      o[k] = v;
+    }
+    return o;
+  };
+  if (!metadata.annotations.empty()) {
+    meta["annotations"] = as_object(metadata.annotations);
+  }
+  if (!metadata.labels.empty()) {
+    meta["labels"] = as_object(metadata.labels);
   }
   return json::object{{"apiVersion", "v1"},
                       {"kind", "Binding"},

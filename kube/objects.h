@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -70,10 +71,20 @@ inline std::string format_time(std::chrono::system_clock::time_point t) {
 
 // ---- pods/binding and pods/status -------------------------------------------------------------------------
 
-/// {"apiVersion":"v1","kind":"Binding","metadata":{"name","namespace"[,"uid"]},"target":{"apiVersion":"v1",
-/// "kind":"Node","name":node}}. A non-empty pod_uid makes the API server check it is the same pod.
+/// What a Binding writes onto the pod besides spec.nodeName. kube-apiserver's BindingREST (v1.34.3
+/// pkg/registry/core/pod/storage/storage.go, setPodNodeAndMetadata) copies the Binding's metadata.annotations, and
+/// its metadata.labels, onto the pod inside the same guaranteed update that sets spec.nodeName and PodScheduled=True,
+/// with the Binding's metadata.uid as a storage precondition: one atomic write.
+struct BindingMetadata {
+  std::map<std::string, std::string> annotations;
+  std::map<std::string, std::string> labels;
+};
+
+/// {"apiVersion":"v1","kind":"Binding","metadata":{"name","namespace"[,"uid"][,"annotations"][,"labels"]},
+/// "target":{"apiVersion":"v1","kind":"Node","name":node}}. A non-empty pod_uid makes the API server check it is
+/// the same pod; empty maps are left out.
 boost::json::object make_binding(std::string_view ns, std::string_view pod, std::string_view node,
-                                 std::string_view pod_uid = {});
+                                 std::string_view pod_uid = {}, const BindingMetadata& metadata = {});
 
 struct PodCondition {
   std::string type = "PodScheduled";

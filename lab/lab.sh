@@ -102,8 +102,9 @@ gpuslice_serve_cmd() {
 }
 mock_device_agent_cmd() {
   local t=$1 d; d=$(tdir "$1")
+  # --v=1: one line per admitted or rejected pod (pendingPod, error) in the lab's logs.
   printf '%s\n' "$(gpuslice_bin)" mock-device-agent \
-    --kubeconfig="$d/hami-device-plugin.kubeconfig"
+    --kubeconfig="$d/hami-device-plugin.kubeconfig" --v=1
 }
 # ===========================================================================================================
 

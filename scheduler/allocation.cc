@@ -112,26 +112,28 @@ boost::json::object allocation_annotations(std::string_view node, const PodDevic
   return a;
 }
 
-std::string allocation_patch(std::string_view node, const PodDevices& devices, std::string_view resource_version,
-                             int64_t now_unix) {
-  boost::json::object annotations = allocation_annotations(node, devices, now_unix);
-  annotations[kBindPhaseAnnotation] = kBindPhaseAllocating;
-  annotations[kBindTimeAnnotation] = std::to_string(now_unix);
-  // Every scheduler-owned key we do not write goes (merge patch null): nothing a pod author wrote survives.
-  for (std::string_view k : kSchedulerOwnedAnnotations) {
-    if (!annotations.contains(k)) {
-      annotations[k] = nullptr;
-    }
-  }
-  boost::json::object meta;
-  if (!resource_version.empty()) {
-    meta["resourceVersion"] = resource_version;
-  }
-  meta["annotations"] = std::move(annotations);
+kube::BindingMetadata allocation_binding_metadata(std::string_view node, const PodDevices& devices, int64_t now_unix) {
+  kube::BindingMetadata m;
+  const std::string now = std::to_string(now_unix);
+  const std::string encoded = encode_pod_devices(devices);
+  m.annotations[std::string(kVgpuNodeAnnotation)] = std::string(node);
+  m.annotations[std::string(kVgpuTimeAnnotation)] = now;
+  m.annotations[std::string(kDevicesToAllocateAnnotation)] = encoded;
+  m.annotations[std::string(kDevicesAllocatedAnnotation)] = encoded;
+  m.annotations[std::string(kBindPhaseAnnotation)] = std::string(kBindPhaseAllocating);
+  m.annotations[std::string(kBindTimeAnnotation)] = now;
   // Label values are at most 63 characters; a longer node name keeps only the annotation (HAMi would fail).
   if (node.size() <= 63) {
-    meta["labels"] = boost::json::object{{kVgpuNodeAnnotation, node}};
+    m.labels[std::string(kVgpuNodeAnnotation)] = std::string(node);
   }
+  return m;
+}
+
+std::string vgpu_node_label_patch(std::string_view node) {
+  if (node.size() > 63) {
+    return {};
+  }
+  boost::json::object meta{{"labels", boost::json::object{{kVgpuNodeAnnotation, node}}}};
   return boost::json::serialize(boost::json::object{{"metadata", std::move(meta)}});
 }
 

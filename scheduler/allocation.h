@@ -8,6 +8,7 @@
 // app c1 (2 GPUs):  `GPU-a,NVIDIA,2000,20:;;GPU-b,NVIDIA,3000,30:GPU-c,NVIDIA,3000,30:;`
 
 #include "common/result.h"
+#include "kube/objects.h"
 
 #include <boost/json/object.hpp>
 
@@ -60,12 +61,16 @@ bool has_devices(const PodDevices& devices);
 /// hami.io/vgpu-time (unix seconds), hami.io/vgpu-devices-to-allocate and -allocated (identical).
 boost::json::object allocation_annotations(std::string_view node, const PodDevices& devices, int64_t now_unix);
 
-/// The merge patch written on a placed pod: metadata.resourceVersion (precondition, when non-empty), the
-/// allocation annotations, bind-phase=allocating, bind-time, null for every other scheduler-owned annotation
-/// (kSchedulerOwnedAnnotations), and the hami.io/vgpu-node label (only when the node name fits a label value, at
-/// most 63 characters).
-std::string allocation_patch(std::string_view node, const PodDevices& devices, std::string_view resource_version,
-                             int64_t now_unix);
+/// What the Binding of a placed pod carries onto it in the same write as spec.nodeName (kube::BindingMetadata):
+/// the allocation annotations, bind-phase=allocating and bind-time, and the hami.io/vgpu-node label (HAMi's
+/// vGPUmonitor lists a node's pods by it) when the node name fits a label value (at most 63 characters).
+/// A Binding can only add keys: a pod carrying other scheduler-owned annotations has them removed first
+/// (owned_annotations_removal_patch).
+kube::BindingMetadata allocation_binding_metadata(std::string_view node, const PodDevices& devices, int64_t now_unix);
+
+/// The merge patch that adds the hami.io/vgpu-node label alone (for an API server that did not copy it from the
+/// Binding), or "" when the node name cannot be a label value.
+std::string vgpu_node_label_patch(std::string_view node);
 
 /// The merge patch that removes every scheduler-owned annotation (a pod without a GPU that carries them: written
 /// by its author, since the webhook did not see it), with resourceVersion as precondition when non-empty.

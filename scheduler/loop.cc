@@ -94,7 +94,8 @@ struct SchedulingLoop::Binding {
   boost::json::object event_ref;
 };
 
-SchedulingLoop::SchedulingLoop(asio::any_io_executor executor, LoopOptions options, std::shared_ptr<LoopApi> api)
+SchedulingLoop::SchedulingLoop(asio::any_io_executor executor, LoopOptions options, std::shared_ptr<LoopApi> api,
+                               std::shared_ptr<LoopApi> side_api)
     : executor_(executor),
       options_(std::move(options)),
       schedule_options_([this] {
@@ -103,10 +104,16 @@ SchedulingLoop::SchedulingLoop(asio::any_io_executor executor, LoopOptions optio
         return o;
       }()),
       api_(std::move(api)),
+      side_api_(side_api ? std::move(side_api) : api_),
       snapshot_(options_.devices),
       queue_(QueueOptions{options_.queue_capacity, milliseconds(1000),
                           std::max(options_.scheduler.max_backoff, milliseconds(1000))}),
-      locker_(executor, NodeLockerOptions{options_.scheduler.node_lock_timeout, options_.lock_wait, options_.clock},
+      locker_(executor,
+              NodeLockerOptions{.timeout = options_.scheduler.node_lock_timeout,
+                                .wait = options_.lock_wait,
+                                .scheduler_name = options_.scheduler_name,
+                                .abandon_grace = options_.lock_abandon_grace,
+                                .clock = options_.clock},
               api_,
               NodeLocker::Hooks{
                   .may_write = [this] { return !stopped_ && active_; },
@@ -116,12 +123,20 @@ SchedulingLoop::SchedulingLoop(asio::any_io_executor executor, LoopOptions optio
                   .node_written = [this](const boost::json::object& node) { apply_node(node, false); },
                   .spawn = [this](asio::awaitable<void> task) { spawn(std::move(task)); },
               }),
-      reporter_(LoopReporterOptions{options_.identity, options_.max_side_effects_in_flight, options_.event_interval,
-                                    options_.clock},
-                api_, [this](asio::awaitable<void> task) { spawn(std::move(task)); }),
+      reporter_(LoopReporterOptions{.identity = options_.identity,
+                                    .max_in_flight = options_.max_side_effects_in_flight,
+                                    .interval = options_.event_interval,
+                                    .clock = options_.clock},
+                side_api_, [this](asio::awaitable<void> task) { spawn(std::move(task)); }),
       wake_timer_(executor),
       sweep_timer_(executor) {
   (void)LoopMetrics::get();
+  if (options_.scheduler.node_lock == "hami") {
+    // A node with a bind holding or waiting for its lock takes no other GPU pod until the device plugin is done:
+    // prefer another node the policy finds as good (ScheduleOptions::busy), so a burst spreads over locks.
+    busy_node_ = [this](std::string_view node) { return lock_binds_.count(node) != 0 || locker_.busy(node); };
+    schedule_options_.busy = &busy_node_;
+  }
 }
 
 LoopStats SchedulingLoop::stats() const {
@@ -235,6 +250,7 @@ void SchedulingLoop::apply_pod(const boost::json::object& pod, bool deleted) {
     queue_.forget(key);
     reporter_.forget(key);
     recent_binds_.erase(key);
+    needs_label_.erase(key);
     if (had) {
       // A pod that held cpu, memory or a slice is gone: everything waiting may fit now (HAMi #1368).
       queue_.move_all_to_active(now);
@@ -270,6 +286,7 @@ void SchedulingLoop::apply_pod(const boost::json::object& pod, bool deleted) {
     }
   } else {
     recent_binds_.erase(key);
+    note_label(key, pod, brief);
     if (pending_.erase(key) != 0) {
       queue_.forget(key);
       reporter_.forget(key);
@@ -294,8 +311,8 @@ void SchedulingLoop::scrub_owned_annotations(const PodKey& key, const boost::jso
     return;
   }
   // A pending pod that stays Pending must not keep an allocation: HAMi's accounting (and anything reading the
-  // annotations as HAMi does) would count it on a card it does not hold. Left by an attempt of ours that never
-  // bound (a crash between the patch and the Binding) or written by the pod's author; either way ours to remove.
+  // annotations as HAMi does) would count it on a card it does not hold. We write them only inside a Binding, so
+  // these were written by the pod's author (or by an older gpuslice that patched before binding): ours to remove.
   // resourceVersion as precondition: a conflict means the pod changed, and the next attempt looks again.
   spawn([](std::shared_ptr<SchedulingLoop> self, PodKey key, std::string patch) -> asio::awaitable<void> {
     auto r = co_await self->api_->patch_pod(key.ns, key.name, std::move(patch));
@@ -468,15 +485,14 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
   }
   {
     std::vector<std::string> lines = info->ignored_annotations;
-    if (!info->unbound_owned_annotations.empty() && !annotated_by_us_.count(key)) {
+    if (!info->unbound_owned_annotations.empty()) {
       std::string keys;
       for (const auto& k : info->unbound_owned_annotations) {
         keys += (keys.empty() ? "" : ", ") + k;
       }
       lines.push_back(keys +
-                      " on a pod that is not bound yet: not this scheduler's placement (written by the pod's author, "
-                      "or left by an attempt that never bound); not counted, and replaced or removed once the pod is "
-                      "decided");
+                      " on a pod that is not bound yet: not this scheduler's placement (it writes them only in the "
+                      "Binding); not counted, and removed once the pod is decided");
     }
     if (!lines.empty()) {
       reporter_.ignored_annotations(key, pod, lines);
@@ -535,6 +551,9 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
     b->event_ref["metadata"] = std::move(meta);
   }
   binders_[key] = b->decision.node;
+  if (b->needs_lock) {
+    ++lock_binds_[b->decision.node];
+  }
   m.binds_in_flight.with({}).set(static_cast<double>(binders_.size()));
   asio::co_spawn(executor_, bind_task(std::move(b)), asio::detached);
 }
@@ -544,27 +563,21 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
   auto& m = LoopMetrics::get();
   const PodKey key = b->key;
   const std::string& node = b->decision.node;
-  enum class Outcome { bound, gone, retry, conflict } outcome = Outcome::retry;
+  enum class Outcome { bound, bound_elsewhere, gone, retry, conflict } outcome = Outcome::retry;
   bool lock_taken = false;
   std::string failure;
+  std::optional<boost::json::object> fresh_pod;  // read back after an unclear Binding answer
 
   do {
     if (stopped_ || !active_) {
       failure = "lost leadership before writing";
       break;
     }
-    if (b->info.gpu.any() || b->scrub_owned) {
-      // A GPU pod gets its allocation; a pod without one that carries scheduler-owned annotations (written by
-      // its author: the webhook did not see it) loses them, so no device plugin can take them for ours.
-      // Built before the co_await: g++ 12 destroys a conditional's temporary twice inside a coroutine.
-      std::string patch;
-      if (b->info.gpu.any()) {
-        patch = allocation_patch(b->decision.node, b->decision.devices, b->resource_version,
-                                 unix_seconds(options_.clock.wall()));
-      } else {
-        patch = owned_annotations_removal_patch(b->resource_version);
-      }
-      auto r = co_await api_->patch_pod(key.ns, key.name, std::move(patch));
+    if (b->scrub_owned) {
+      // The pod carries scheduler-owned annotations nobody trusted wrote (the webhook strips them at CREATE, the
+      // allocation guard refuses them at UPDATE, so only a pod admitted around both has them). A Binding can only
+      // add annotations: remove them first, with the resourceVersion the decision read as precondition.
+      auto r = co_await api_->patch_pod(key.ns, key.name, owned_annotations_removal_patch(b->resource_version));
       if (!r) {
         if (r.error().is_not_found()) {
           outcome = Outcome::gone;
@@ -580,14 +593,11 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
             outcome = Outcome::gone;
           }
         } else {
-          failure = "annotating pod: " + r.error().to_string();
+          failure = "removing scheduler-owned annotations: " + r.error().to_string();
         }
         break;
       }
       b->uid = kube::uid_of(*r).empty() ? b->uid : kube::uid_of(*r);
-      if (b->info.gpu.any()) {
-        annotated_by_us_.insert(key);  // a retry after a failed bind finds our own annotations: not forged
-      }
     }
     if (!b->decision.claims_to_select.empty()) {
       // Before the node lock: provisioning may take a while and must not hold the node's lock meanwhile.
@@ -607,21 +617,52 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
       failure = "lost leadership before binding";
       break;
     }
-    auto s = co_await api_->bind(key.ns, key.name, node, b->uid);
+    // One write: spec.nodeName, PodScheduled=True and the allocation annotations (with the vgpu-node label) in the
+    // same guaranteed update, the pod's UID as precondition (kube::BindingMetadata). Nothing is ever written on a
+    // pod that does not end bound, so a crash or a failed Binding leaves no allocation behind.
+    kube::BindingMetadata metadata;
+    if (b->info.gpu.any()) {
+      metadata = allocation_binding_metadata(node, b->decision.devices, unix_seconds(options_.clock.wall()));
+    }
+    auto s = co_await api_->bind(key.ns, key.name, node, b->uid, std::move(metadata));
     if (s) {
       outcome = Outcome::bound;
-    } else if (s.error().is_conflict()) {
-      // Already bound: a previous incarnation of this scheduler bound it before a crash. Done either way.
-      outcome = Outcome::bound;
-      log::info("pod already bound", {{"pod", key.str()}, {"error", s.error().to_string()}}, 2);
-    } else if (s.error().is_not_found()) {
+      break;
+    }
+    if (s.error().is_not_found()) {
       outcome = Outcome::gone;
-    } else {
-      failure = "binding: " + s.error().to_string();
+      break;
+    }
+    // A conflict (bound already, or the name now belongs to another pod) or an answer we never got (the Binding
+    // may have been applied): the pod itself says which.
+    const bool conflict = s.error().is_conflict();
+    failure = "binding rejected: " + s.error().to_string();
+    auto fresh = co_await api_->get_pod(key.ns, key.name);
+    if (!fresh) {
+      if (fresh.error().is_not_found()) {
+        outcome = Outcome::gone;
+      }
+      break;
+    }
+    const std::string bound_to = string_at_pointer(*fresh, "/spec/nodeName");
+    if (kube::uid_of(*fresh) != b->uid) {
+      outcome = Outcome::gone;  // another pod of that name: its own watch event brings it
+    } else if (bound_to == node && !conflict) {
+      outcome = Outcome::bound;  // our Binding was applied; only its answer was lost
+      log::info("binding answer lost, the pod is bound", {{"pod", key.str()}, {"node", node}}, 1);
+    } else if (!bound_to.empty()) {
+      outcome = Outcome::bound_elsewhere;  // by an earlier incarnation of ours, or by another scheduler
+      fresh_pod = std::move(*fresh);
+      log::info("pod already bound", {{"pod", key.str()}, {"node", bound_to}, {"error", s.error().to_string()}}, 1);
     }
   } while (false);
 
   binders_.erase(key);
+  if (b->needs_lock) {
+    if (auto it = lock_binds_.find(node); it != lock_binds_.end() && --it->second <= 0) {
+      lock_binds_.erase(it);
+    }
+  }
   m.binds_in_flight.with({}).set(static_cast<double>(binders_.size()));
   const auto now = options_.clock.steady();
   if (outcome != Outcome::conflict) {
@@ -662,11 +703,28 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
         co_await locker_.release(node, key.ns, key.name, "owner deleted");
       }
       break;
+    case Outcome::bound_elsewhere: {
+      // Our assumption is not what the pod holds: count what the API says instead.
+      snapshot_.forget(key.ns, key.name);
+      queue_.done(key);
+      pending_.erase(key);
+      reporter_.forget(key);
+      const std::string bound_to = string_at_pointer(*fresh_pod, "/spec/nodeName");
+      apply_pod(*fresh_pod, false);
+      if (lock_taken && bound_to != node) {
+        co_await locker_.release(node, key.ns, key.name, "bound to another node");
+      }
+      queue_.move_all_to_active(now);
+      break;
+    }
     case Outcome::retry:
       ++stats_.errors;
       m.attempts.with({"error"}).inc();
       log::warning("binding failed; retrying", {{"pod", key.str()}, {"node", node}, {"error", failure}});
       if (auto pit = pending_.find(key); pit != pending_.end() && !failure.empty() && !stopped_ && active_) {
+        // kube-scheduler's handleSchedulingFailure for a failed bind: PodScheduled=False/SchedulerError and a
+        // FailedScheduling Event with the error; HAMi's BindingFailed Event as HAMi's scheduler writes it.
+        reporter_.scheduler_error(key, pit->second.object, failure);
         reporter_.event(pit->second.object, "BindingFailed", "Warning", failure);
       }
       if (lock_taken) {
@@ -741,6 +799,55 @@ asio::awaitable<std::string> SchedulingLoop::bind_volumes(Binding& b) {
   }
 }
 
+// ---- the vgpu-node label ----
+
+namespace {
+constexpr std::size_t kMaxLabelsInFlight = 16;
+}
+
+void SchedulingLoop::note_label(const PodKey& key, const boost::json::object& pod, const PodBrief& brief) {
+  const bool ours_bound = !brief.node_name.empty() && brief.vgpu_node == brief.node_name &&
+                          brief.scheduler_name == options_.scheduler_name && brief.node_name.size() <= 63;
+  const auto* meta = object_at(pod, "metadata");
+  const auto* labels = meta != nullptr ? object_at(*meta, "labels") : nullptr;
+  const bool labelled = labels != nullptr && string_at(*labels, kVgpuNodeAnnotation) == brief.node_name;
+  if (!ours_bound || labelled) {
+    needs_label_.erase(key);
+    return;
+  }
+  needs_label_[key] = brief.node_name;
+  start_labels();
+}
+
+void SchedulingLoop::start_labels() {
+  if (stopped_ || !active_) {
+    return;
+  }
+  for (const auto& [key, node] : needs_label_) {
+    if (labelling_.size() >= kMaxLabelsInFlight) {
+      return;
+    }
+    if (!labelling_.insert(key).second) {
+      continue;
+    }
+    spawn([](std::shared_ptr<SchedulingLoop> self, PodKey key, std::string patch) -> asio::awaitable<void> {
+      auto r = co_await self->side_api_->patch_pod(key.ns, key.name, std::move(patch));
+      self->labelling_.erase(key);
+      if (!r && !r.error().is_not_found()) {
+        // Kept in needs_label_: the sweep tries again.
+        log::warning("writing the hami.io/vgpu-node label failed",
+                     {{"pod", key.str()}, {"error", r.error().to_string()}});
+        co_return;
+      }
+      if (!r) {
+        self->needs_label_.erase(key);
+        co_return;
+      }
+      self->apply_pod(*r, false);  // drops it from needs_label_ and starts the next one
+    }(shared_from_this(), key, vgpu_node_label_patch(node)));
+  }
+}
+
 // ---- node lock ----
 
 std::optional<LockOwnerState> SchedulingLoop::cached_lock_owner(const std::string& ns, const std::string& pod,
@@ -753,7 +860,7 @@ std::optional<LockOwnerState> SchedulingLoop::cached_lock_owner(const std::strin
     return LockOwnerState::active;
   }
   if (auto it = briefs_.find(ns + "/" + pod); it != briefs_.end()) {
-    return classify_lock_owner(it->second, node, false);
+    return classify_lock_owner(it->second, node, false, options_.scheduler_name);
   }
   return std::nullopt;
 }
@@ -782,9 +889,6 @@ void SchedulingLoop::sweep() {
     }
     it = nominations_.erase(it);
   }
-  for (auto it = annotated_by_us_.begin(); it != annotated_by_us_.end();) {
-    it = pending_.count(*it) || binders_.count(*it) ? std::next(it) : annotated_by_us_.erase(it);
-  }
   // Offer again pods the queue refused when it was full.
   if (queue_.size() < pending_.size() + binders_.size()) {
     for (const auto& [key, p] : pending_) {
@@ -797,6 +901,7 @@ void SchedulingLoop::sweep() {
     wake();
   }
   locker_.sweep();
+  start_labels();
   update_gauges();
 }
 

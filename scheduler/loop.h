@@ -1,28 +1,34 @@
 #pragma once
 // The live scheduling loop: keeps the core's Snapshot current from watch events (pods, nodes, resource
 // quotas), pops pending pods of our schedulerName from the PendingQueue, decides with schedule(), and carries
-// each decision out HAMi's way (hami-protocol.md §4-5, §10):
+// each decision out HAMi's way (hami-protocol.md §4-5, §10), with one write on the pod:
 //
 //   1. assume the decision in the snapshot (later pods see it at once);
-//   2. merge-patch the pod with the allocation annotations (hami.io/vgpu-node also as a label, vgpu-time,
-//      vgpu-devices-to-allocate, vgpu-devices-allocated, bind-phase=allocating, bind-time) carrying the pod's
-//      metadata.resourceVersion, so a concurrent change answers 409 and the pod is re-decided;
+//   2. only for a pod carrying scheduler-owned annotations nobody trusted wrote: remove them (merge patch with
+//      the pod's resourceVersion; a Binding can only add keys);
 //   3. with node_lock "hami", take hami.io/mutex.lock on the node (merge patch with the node's
 //      resourceVersion), waiting for its release on node events when another live pod holds it;
-//   4. POST pods/binding (with the pod UID); on failure release the lock and drop the assumption.
-// No fit: PodScheduled=False/Unschedulable with the core's message (pods/status strategic merge), Events
-// FailedScheduling and HAMi's FilteringFailed, rate-limited and never awaited by scheduling.
+//   4. POST pods/binding with the pod's UID as precondition, carrying the allocation annotations (vgpu-node,
+//      vgpu-time, vgpu-devices-to-allocate, vgpu-devices-allocated, bind-phase=allocating, bind-time) and the
+//      hami.io/vgpu-node label: kube-apiserver writes them with spec.nodeName in one update. On failure (read
+//      back when the answer is unclear) release the lock and drop the assumption.
+// No fit: PodScheduled=False/Unschedulable with the core's message; a failed bind: PodScheduled=False/
+// SchedulerError "binding rejected: ..."; Events FailedScheduling, Scheduled, HAMi's FilteringFailed and
+// BindingFailed. These, and the label on an API server that does not copy a Binding's labels, go through the
+// side path (its own client and rate limit), rate-limited and never awaited by scheduling.
 //
 // This class is the informer bookkeeping and the bind pipeline; its other concerns are parts of their own: the
 // node-lock I/O (NodeLocker, node_locker.h), conditions and Events (LoopReporter, loop_reporter.h) and the
 // metrics (loop_metrics.h). The decisions are pure core functions: schedule(), decide_node_lock() and
-// classify_lock_owner() (node_lock.h), allocation_patch() (allocation.h), filtering_failed_note() (schedule.h).
+// classify_lock_owner() (node_lock.h), allocation_binding_metadata() (allocation.h), filtering_failed_note()
+// (schedule.h).
 //
-// Crash safety: nothing lives only here. The allocation annotations are written before the lock and the bind,
-// so a restart (list of every pod) re-counts every reservation; an unbound pod of ours that carries vgpu-node
-// is simply decided again (its stale reservation dropped first) and its annotations overwritten. Locks past
-// their timeout, or whose owner is deleted, finished, or neither binding here nor waiting for Allocate on that
-// node, are released (on node events and by a periodic sweep).
+// Crash safety: nothing lives only here, and nothing is written on a pod that does not end bound. The allocation
+// reaches the pod only with its Binding, so a restart (list of every pod) counts exactly the bound pods'
+// reservations; an unbound pod is simply decided again. A crash between the lock and the Binding leaves a lock
+// whose owner is unbound and of our schedulerName: once this scheduler leads and is not binding that pod, the lock
+// is abandoned and taken over after kAbandonedLockGrace. Locks past their timeout, or whose owner is deleted,
+// finished, or bound and done allocating on that node, are released (on node events and by a periodic sweep).
 //
 // Threading: every member runs on one executor (the kube::Client's); event handlers are called by the
 // Reflectors on it. Only ready()/leading() may be read from other threads.
@@ -70,6 +76,8 @@ struct LoopOptions {
   std::size_t max_side_effects_in_flight = 32;      ///< events + condition patches; beyond this they are dropped
   std::chrono::milliseconds event_interval{30000};  ///< same pod, same message: at most one event per interval
   std::chrono::milliseconds lock_wait{30000};       ///< give up waiting for a node lock after this, re-decide
+  /// A lock held by an unbound pod of ours that we are not binding is taken over after this (node_lock.h).
+  std::chrono::milliseconds lock_abandon_grace = kAbandonedLockGrace;
   /// WaitForFirstConsumer claims: after writing volume.kubernetes.io/selected-node, wait this long for the
   /// provisioner to bind them before giving up and re-deciding (kube-scheduler's bindTimeoutSeconds, 600 s).
   std::chrono::milliseconds volume_bind_timeout{600000};
@@ -98,7 +106,11 @@ std::string_view cluster_object_kind_name(ClusterObjectKind kind);
 
 class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
  public:
-  SchedulingLoop(boost::asio::any_io_executor executor, LoopOptions options, std::shared_ptr<LoopApi> api);
+  /// `api` carries the bind path (locks, Bindings, reads); `side_api` (default: `api`) carries what must never
+  /// delay a bind: Events, PodScheduled=False conditions and the vgpu-node label. In production it is a second
+  /// client with its own rate limit, as kube-scheduler's event client is.
+  SchedulingLoop(boost::asio::any_io_executor executor, LoopOptions options, std::shared_ptr<LoopApi> api,
+                 std::shared_ptr<LoopApi> side_api = nullptr);
   ~SchedulingLoop();
 
   // ---- informer inputs (from kube::Reflector handlers, or tests) ----
@@ -174,6 +186,10 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   /// Returns "" when bound, else why not (the bind is then retried after a backoff and the pod re-decided).
   boost::asio::awaitable<std::string> bind_volumes(Binding& b);
   void update_gauges();
+  /// Bound pods of ours whose API server did not copy the Binding's labels (before Kubernetes 1.33) get the
+  /// hami.io/vgpu-node label by a patch on the side path; bounded, retried by the sweep, never dropped.
+  void note_label(const PodKey& key, const boost::json::object& pod, const PodBrief& brief);
+  void start_labels();
 
   // ---- preemption (scheduler/loop_preemption.cc) ----
   /// Nominations of pods with priority below `priority` leave the snapshot for one decision (a more important
@@ -200,6 +216,7 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   LoopOptions options_;
   ScheduleOptions schedule_options_;
   std::shared_ptr<LoopApi> api_;
+  std::shared_ptr<LoopApi> side_api_;
   Snapshot snapshot_;
   PendingQueue queue_;
   LoopStats stats_;
@@ -210,13 +227,16 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   std::set<std::pair<std::string, std::string>> quotas_;  // ns, name
   std::array<std::set<std::string>, kClusterObjectKinds> object_keys_;  // per ClusterObjectKind: name or ns/name
   std::map<PodKey, std::string> binders_;                               // pods being bound -> node
+  std::map<std::string, int, std::less<>> lock_binds_;                  // node -> binds in flight that need its lock
+  std::function<bool(std::string_view)> busy_node_;                     // ScheduleOptions::busy (lock-aware choice)
   std::map<PodKey, std::pair<std::string, SteadyTime>> recent_binds_;   // bound by us lately (watch may lag)
   std::map<PodKey, int> conflict_retries_;                              // immediate re-decisions after a 409, bounded
   std::set<PodKey> scrubbing_;                                          // stale-annotation removals in flight
-  std::set<PodKey> annotated_by_us_;                                    // pending pods carrying our own allocation
-  std::map<PodKey, Nomination> nominations_;                            // preemptors waiting for their victims
-  NodeLocker locker_;                                                   // hami.io/mutex.lock: takes, releases, janitor
-  LoopReporter reporter_;                                               // PodScheduled condition and Events
+  std::map<PodKey, std::string> needs_label_;  // bound by us, hami.io/vgpu-node label missing -> node
+  std::set<PodKey> labelling_;                 // label patches in flight (at most kMaxLabelsInFlight)
+  std::map<PodKey, Nomination> nominations_;   // preemptors waiting for their victims
+  NodeLocker locker_;                          // hami.io/mutex.lock: takes, releases, janitor
+  LoopReporter reporter_;                      // PodScheduled condition and Events
 
   boost::asio::steady_timer wake_timer_;
   boost::asio::steady_timer sweep_timer_;

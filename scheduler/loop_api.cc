@@ -29,8 +29,10 @@ class ClientApi final : public LoopApi {
   Task<kube::ApiResult<Object>> get_node(std::string name) override {
     co_return co_await client_->get(kube::object_path(kube::resources::nodes(), "", name));
   }
-  Task<kube::ApiStatus> bind(std::string ns, std::string name, std::string node, std::string uid) override {
-    co_return co_await client_->bind_pod(std::move(ns), std::move(name), std::move(node), std::move(uid));
+  Task<kube::ApiStatus> bind(std::string ns, std::string name, std::string node, std::string uid,
+                             kube::BindingMetadata metadata) override {
+    co_return co_await client_->bind_pod(std::move(ns), std::move(name), std::move(node), std::move(uid),
+                                         std::move(metadata));
   }
   Task<kube::ApiResult<Object>> patch_condition(std::string ns, std::string name,
                                                 kube::PodCondition condition) override {
@@ -38,6 +40,10 @@ class ClientApi final : public LoopApi {
   }
   Task<kube::ApiResult<Object>> create_event(kube::EventRecord event) override {
     co_return co_await client_->create_event(std::move(event));
+  }
+  Task<kube::ApiResult<Object>> patch_event(std::string ns, std::string name, std::string merge_patch) override {
+    std::string path = kube::object_path(kube::resources::events(), ns, name);
+    co_return co_await client_->patch(std::move(path), kube::PatchType::merge, std::move(merge_patch));
   }
   Task<kube::ApiResult<Object>> patch_pod_status(std::string ns, std::string name, std::string merge_patch) override {
     std::string path = kube::object_path(kube::resources::pods(), ns, name) + "/status";

@@ -30,12 +30,16 @@ class LoopApi {
   virtual Task<kube::ApiResult<Object>> patch_node(std::string name, std::string merge_patch) = 0;
   virtual Task<kube::ApiResult<Object>> get_pod(std::string ns, std::string name) = 0;
   virtual Task<kube::ApiResult<Object>> get_node(std::string name) = 0;
-  /// pods/binding with the pod's UID as a precondition (201 ok; 409 already bound; 404 gone).
-  virtual Task<kube::ApiStatus> bind(std::string ns, std::string name, std::string node, std::string uid) = 0;
+  /// pods/binding with the pod's UID as a precondition, carrying `metadata` (annotations, labels) onto the pod in
+  /// the same write (201 ok; 409 already bound or another pod of that name; 404 gone).
+  virtual Task<kube::ApiStatus> bind(std::string ns, std::string name, std::string node, std::string uid,
+                                     kube::BindingMetadata metadata) = 0;
   /// Strategic-merge patch of pods/{name}/status with one condition.
   virtual Task<kube::ApiResult<Object>> patch_condition(std::string ns, std::string name,
                                                         kube::PodCondition condition) = 0;
   virtual Task<kube::ApiResult<Object>> create_event(kube::EventRecord event) = 0;
+  /// Merge patch of events.k8s.io/v1 events/{name} (an Event series' count and lastObservedTime).
+  virtual Task<kube::ApiResult<Object>> patch_event(std::string ns, std::string name, std::string merge_patch) = 0;
   /// Merge patch of pods/{name}/status (preemption's status.nominatedNodeName).
   virtual Task<kube::ApiResult<Object>> patch_pod_status(std::string ns, std::string name, std::string merge_patch) = 0;
   /// Graceful DELETE of pods/{name} (the pod's own terminationGracePeriodSeconds) with the UID as a precondition:

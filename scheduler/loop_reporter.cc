@@ -4,11 +4,13 @@
 #include "common/log.h"
 #include "scheduler/loop_metrics.h"
 
+#include <boost/json/serialize.hpp>
+
 namespace gpuslice::scheduler {
 namespace {
 
 // True when the pod's PodScheduled condition already says exactly this: no need to patch it again.
-bool condition_matches(const boost::json::object& pod, std::string_view message) {
+bool condition_matches(const boost::json::object& pod, std::string_view reason, std::string_view message) {
   const auto* status = pod.if_contains("status");
   if (status == nullptr || !status->is_object()) {
     return false;
@@ -23,7 +25,7 @@ bool condition_matches(const boost::json::object& pod, std::string_view message)
     }
     const auto& o = c.get_object();
     if (string_at_pointer(o, "/type") == "PodScheduled") {
-      return string_at_pointer(o, "/status") == "False" && string_at_pointer(o, "/reason") == "Unschedulable" &&
+      return string_at_pointer(o, "/status") == "False" && string_at_pointer(o, "/reason") == reason &&
              string_at_pointer(o, "/message") == message;
     }
   }
@@ -45,31 +47,58 @@ bool LoopReporter::take_slot() {
   return true;
 }
 
-void LoopReporter::unschedulable(const PodKey& key, const boost::json::object& pod, const std::string& message,
-                                 const std::string& hami_note) {
+bool LoopReporter::failed(const PodKey& key, const boost::json::object& pod, const std::string& reason,
+                          const std::string& message) {
   const auto now = options_.clock.steady();
   auto& rep = reported_[key];
   if (rep.at != SteadyTime{} && rep.message == message && now - rep.at < options_.interval) {
-    return;
+    return false;
   }
   rep.message = message;
   rep.at = now;
-  if (!condition_matches(pod, message) && take_slot()) {
+  if (!condition_matches(pod, reason, message) && take_slot()) {
     kube::PodCondition c;
     c.type = "PodScheduled";
     c.status = "False";
-    c.reason = "Unschedulable";
+    c.reason = reason;
     c.message = message;
     c.last_transition_time = options_.clock.wall();
     spawn_(patch_condition(key, std::move(c)));
   }
   event(pod, "FailedScheduling", "Warning", message);
-  if (!hami_note.empty()) {
+  return true;
+}
+
+void LoopReporter::unschedulable(const PodKey& key, const boost::json::object& pod, const std::string& message,
+                                 const std::string& hami_note) {
+  if (failed(key, pod, "Unschedulable", message) && !hami_note.empty()) {
     event(pod, "FilteringFailed", "Warning", hami_note);
   }
 }
 
+void LoopReporter::scheduler_error(const PodKey& key, const boost::json::object& pod, const std::string& message) {
+  (void)failed(key, pod, "SchedulerError", message);
+}
+
 void LoopReporter::event(const boost::json::object& pod, std::string reason, std::string type, std::string note) {
+  const auto now = options_.clock.steady();
+  const std::string series_key =
+      kube::namespace_of(pod) + "/" + kube::name_of(pod) + "\n" + reason + "\n" + kube::truncate_utf8(note, 1024);
+  if (auto it = series_.find(series_key); it != series_.end() && now - it->second.last < options_.series_window) {
+    // Isomorphic to an Event of ours still in its window: one more occurrence of that Event's series.
+    if (!take_slot()) {
+      return;
+    }
+    auto& s = it->second;
+    ++s.count;
+    s.last = now;
+    ++series_updates_;
+    boost::json::object series{{"count", s.count},
+                               {"lastObservedTime", kube::format_micro_time(options_.clock.wall())}};
+    spawn_(patch_series(series_key, s.ns, s.name,
+                        boost::json::serialize(boost::json::object{{"series", std::move(series)}})));
+    return;
+  }
   if (!take_slot()) {
     return;
   }
@@ -85,7 +114,10 @@ void LoopReporter::event(const boost::json::object& pod, std::string reason, std
   e.regarding.name = kube::name_of(pod);
   e.regarding.uid = kube::uid_of(pod);
   e.regarding.resource_version = kube::resource_version_of(pod);
-  spawn_(create_event(std::move(e)));
+  // Named here (client-go's "<regarding>.<hex nanos>") so a later occurrence can update its series.
+  e.name = string_at_pointer(kube::make_event(e), "/metadata/name");
+  series_[series_key] = Series{e.namespace_.empty() ? std::string("default") : e.namespace_, e.name, 1, now};
+  spawn_(create_event(std::move(e), series_key));
 }
 
 void LoopReporter::ignored_annotations(const PodKey& key, const boost::json::object& pod,
@@ -112,6 +144,11 @@ void LoopReporter::retain(const std::function<bool(const PodKey&)>& keep) {
   for (auto it = ignored_reported_.begin(); it != ignored_reported_.end();) {
     it = keep(it->first) ? std::next(it) : ignored_reported_.erase(it);
   }
+  // Series outlive the pod's pending state only within their window.
+  const auto now = options_.clock.steady();
+  for (auto it = series_.begin(); it != series_.end();) {
+    it = now - it->second.last >= options_.series_window ? series_.erase(it) : std::next(it);
+  }
 }
 
 boost::asio::awaitable<void> LoopReporter::patch_condition(PodKey key, kube::PodCondition condition) {
@@ -122,9 +159,26 @@ boost::asio::awaitable<void> LoopReporter::patch_condition(PodKey key, kube::Pod
   --in_flight_;
 }
 
-boost::asio::awaitable<void> LoopReporter::create_event(kube::EventRecord event) {
+boost::asio::awaitable<void> LoopReporter::patch_series(std::string key, std::string ns, std::string name,
+                                                        std::string patch) {
+  auto r = co_await api_->patch_event(ns, name, std::move(patch));
+  if (!r) {
+    // The Event expired or was never created: the next occurrence creates a new one.
+    if (auto it = series_.find(key); it != series_.end() && it->second.name == name) {
+      series_.erase(it);
+    }
+    log::info("event series not updated", {{"event", ns + "/" + name}, {"error", r.error().to_string()}}, 2);
+  }
+  --in_flight_;
+}
+
+boost::asio::awaitable<void> LoopReporter::create_event(kube::EventRecord event, std::string series_key) {
+  const std::string name = event.name;
   auto r = co_await api_->create_event(std::move(event));
   if (!r) {
+    if (auto it = series_.find(series_key); it != series_.end() && it->second.name == name) {
+      series_.erase(it);  // nothing to add occurrences to
+    }
     log::info("event not recorded", {{"error", r.error().to_string()}}, 2);
   }
   --in_flight_;

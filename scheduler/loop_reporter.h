@@ -30,6 +30,9 @@ struct LoopReporterOptions {
   std::string identity = "gpuslice";          ///< Events' reportingInstance
   std::size_t max_in_flight = 32;             ///< events + condition patches; beyond this they are dropped
   std::chrono::milliseconds interval{30000};  ///< same pod, same message: at most one report per interval
+  /// An Event isomorphic to one created less than this ago (same pod, reason and note) updates that Event's series
+  /// (count, lastObservedTime) instead of creating another: client-go's events broadcaster, 6 minutes.
+  std::chrono::milliseconds series_window{360000};
   LoopClock clock;
 };
 
@@ -44,6 +47,10 @@ class LoopReporter {
   /// it), Event FailedScheduling, and FilteringFailed with `hami_note` when not empty. Rate-limited per pod.
   void unschedulable(const PodKey& key, const boost::json::object& pod, const std::string& message,
                      const std::string& hami_note);
+  /// A decided pod whose bind failed (kube-scheduler's handleSchedulingFailure with a bind error):
+  /// PodScheduled=False/SchedulerError with `message` (unless already said) and a FailedScheduling Event.
+  /// Rate-limited per pod with unschedulable().
+  void scheduler_error(const PodKey& key, const boost::json::object& pod, const std::string& message);
   /// Annotations on `pod` that are ignored because its author cannot be trusted to write them (PodInfo's
   /// ignored_annotations and unbound scheduler-owned keys): a warning log line and a Warning Event
   /// `AnnotationIgnored` joining `lines`, once per distinct message while the pod is pending.
@@ -65,6 +72,8 @@ class LoopReporter {
   }
   std::size_t in_flight() const { return in_flight_; }
   uint64_t dropped() const { return dropped_; }
+  /// Events folded into an existing Event's series instead of created.
+  uint64_t series_updates() const { return series_updates_; }
 
  private:
   struct Reported {
@@ -72,15 +81,25 @@ class LoopReporter {
     SteadyTime at{};
   };
 
+  struct Series {
+    std::string ns, name;  ///< the Event holding the series
+    int32_t count = 1;
+    SteadyTime last{};
+  };
   bool take_slot();
+  boost::asio::awaitable<void> patch_series(std::string key, std::string ns, std::string name, std::string patch);
+  /// The rate-limited condition + FailedScheduling pair of unschedulable() and scheduler_error().
+  bool failed(const PodKey& key, const boost::json::object& pod, const std::string& reason, const std::string& message);
   boost::asio::awaitable<void> patch_condition(PodKey key, kube::PodCondition condition);
-  boost::asio::awaitable<void> create_event(kube::EventRecord event);
+  boost::asio::awaitable<void> create_event(kube::EventRecord event, std::string series_key);
 
   LoopReporterOptions options_;
   std::shared_ptr<LoopApi> api_;
   Spawn spawn_;
   std::map<PodKey, Reported> reported_;             // last FailedScheduling per pod (rate limit)
   std::map<PodKey, std::string> ignored_reported_;  // last AnnotationIgnored message per pending pod
+  std::map<std::string, Series> series_;            // "ns/pod\nreason\nnote" -> the Event carrying its series
+  uint64_t series_updates_ = 0;
   std::size_t in_flight_ = 0;
   uint64_t dropped_ = 0;
 };

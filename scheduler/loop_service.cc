@@ -45,11 +45,13 @@ std::string make_identity() {
 }
 
 SchedulerService::SchedulerService(std::shared_ptr<kube::Client> client, const Configuration& config,
-                                   std::string identity, std::string lease_namespace, LoopClock clock)
-    : client_(std::move(client)), config_(config) {
+                                   std::string identity, std::string lease_namespace, LoopClock clock,
+                                   std::shared_ptr<kube::Client> side_client)
+    : client_(std::move(client)), side_client_(side_client ? std::move(side_client) : client_), config_(config) {
   auto options = loop_options_from(config, identity);
   options.clock = clock;
-  loop_ = std::make_shared<SchedulingLoop>(client_->get_executor(), std::move(options), make_client_api(client_));
+  loop_ = std::make_shared<SchedulingLoop>(client_->get_executor(), std::move(options), make_client_api(client_),
+                                           side_client_ == client_ ? nullptr : make_client_api(side_client_));
   if (config.scheduler.leader_election.enabled) {
     LeaderElector elector(identity, std::move(lease_namespace), config.scheduler.leader_election.lease_name,
                           config.scheduler.leader_election);
@@ -210,12 +212,23 @@ Result<std::unique_ptr<SchedulerProcess>> SchedulerProcess::start(const Configur
   co.max_idle_connections = 32;
   const std::string lease_ns = lease_namespace_for(config, *rest);
   const std::string source = rest->source;
+  // Events, conditions and labels: a second client with the same limits and its own token bucket (kube-scheduler
+  // builds its event client the same way), so a burst of reports never delays a Binding.
+  kube::ClientOptions side = co;
+  side.user_agent = "gpuslice-scheduler/events";
+  side.max_idle_connections = 8;
+  auto side_client = kube::Client::create(p->io_.get_executor(), *rest, side);
+  if (!side_client) {
+    return make_error("kube client (events): " + side_client.message());
+  }
   auto client = kube::Client::create(p->io_.get_executor(), std::move(*rest), co);
   if (!client) {
     return make_error("kube client: " + client.message());
   }
   p->client_ = *client;
-  p->service_ = std::make_shared<SchedulerService>(p->client_, config, p->identity_, lease_ns);
+  p->side_client_ = *side_client;
+  p->service_ =
+      std::make_shared<SchedulerService>(p->client_, config, p->identity_, lease_ns, LoopClock{}, p->side_client_);
   p->leader_enabled_ = config.scheduler.leader_election.enabled;
   log::info("scheduler starting", {{"identity", p->identity_},
                                    {"schedulerName", config.scheduler_name},

@@ -41,8 +41,11 @@ std::string make_identity();
 /// Informers + loop + leader election on a client's executor (which must be single-threaded).
 class SchedulerService {
  public:
+  /// `side_client` (on the same executor; default: `client`) carries Events, PodScheduled=False conditions and
+  /// labels with its own rate limit, so they never take a bind's token (kube-scheduler's separate event client).
   SchedulerService(std::shared_ptr<kube::Client> client, const Configuration& config, std::string identity,
-                   std::string lease_namespace, LoopClock clock = {});
+                   std::string lease_namespace, LoopClock clock = {},
+                   std::shared_ptr<kube::Client> side_client = nullptr);
   /// co_spawns everything on the client's executor. Call once.
   void start();
   /// Stops informers, loop and election (releasing the lease); call on the executor.
@@ -58,6 +61,7 @@ class SchedulerService {
   void on_synced(int which);
 
   std::shared_ptr<kube::Client> client_;
+  std::shared_ptr<kube::Client> side_client_;
   Configuration config_;
   std::shared_ptr<SchedulingLoop> loop_;
   std::shared_ptr<LeaderRunner> leader_;  // null when disabled
@@ -89,6 +93,7 @@ class SchedulerProcess {
   SchedulerProcess() = default;
   boost::asio::io_context io_;
   std::shared_ptr<kube::Client> client_;
+  std::shared_ptr<kube::Client> side_client_;  // Events, conditions, labels: their own rate limit
   std::shared_ptr<SchedulerService> service_;
   std::string identity_;
   std::thread thread_;

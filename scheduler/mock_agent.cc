@@ -462,8 +462,12 @@ asio::awaitable<void> MockDeviceAgent::admit(std::string node, std::string key) 
   } else {
     ++stats_.rejected;
   }
-  log::info("device plugin emulation",
-            {{"pod", key}, {"node", node}, {"result", error.empty() ? "admitted" : "rejected"}, {"error", error}}, 1);
+  if (error.empty()) {
+    log::info("device plugin emulation", {{"pod", key}, {"node", node}, {"result", "admitted"}}, 1);
+  } else {
+    log::warning("device plugin emulation: Allocate failed, kubelet rejects the pod",
+                 {{"pod", key}, {"node", node}, {"pendingPod", pending_key}, {"error", error}});
+  }
   auto w = co_await api_->patch_pod(
       ns, name, annotation_patch(kDevicePluginRecordAnnotation, json::value(json::serialize(record))));
   if (!w && !w.error().is_not_found()) {
@@ -483,6 +487,22 @@ asio::awaitable<void> MockDeviceAgent::admit(std::string node, std::string key) 
     ev.regarding.name = name;
     ev.regarding.uid = kube::uid_of(pod);
     (void)co_await api_->create_event(std::move(ev));
+    // kubelet's admission rejects the pod (pkg/kubelet/lifecycle: phase Failed, reason UnexpectedAdmissionError):
+    // it holds nothing from then on, and a lock naming it is freed as its owner has finished.
+    json::object status{{"phase", "Failed"},
+                        {"reason", "UnexpectedAdmissionError"},
+                        {"message", "Pod was rejected: Allocate failed due to " + error + ", which is unexpected"}};
+    const std::string body = json::serialize(json::object{{"status", std::move(status)}});
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      auto r = co_await api_->patch_pod_status(ns, name, body);
+      if (r || r.error().is_not_found()) {
+        break;
+      }
+      log::warning("rejecting the pod failed", {{"pod", key}, {"error", r.error().to_string()}});
+      asio::steady_timer t(executor_);
+      t.expires_after(std::chrono::milliseconds(500 << attempt));
+      co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <initializer_list>
 
 namespace gpuslice::scheduler {
@@ -60,7 +61,7 @@ bool lock_held_by(const std::optional<std::string>& current, std::string_view ns
 
 LockDecision decide_node_lock(std::string_view node, const std::optional<std::string>& current, std::string_view ns,
                               std::string_view pod, WallTime now, std::chrono::milliseconds timeout,
-                              LockOwnerState owner) {
+                              LockOwnerState owner, std::chrono::milliseconds abandon_grace) {
   using std::chrono::duration_cast;
   using std::chrono::milliseconds;
   LockDecision d;
@@ -107,6 +108,14 @@ LockDecision decide_node_lock(std::string_view node, const std::optional<std::st
         d.action = LockAction::take_owner_gone;
         d.reason = "node " + node_s + " lock owner " + holder + " is bound and can no longer allocate on this node";
         return d;
+      case LockOwnerState::abandoned:
+        if (age >= abandon_grace) {
+          d.action = LockAction::take_owner_gone;
+          d.reason = "node " + node_s + " lock owner " + holder + " is not bound and no bind of it is in progress (" +
+                     std::to_string(age.count() / 1000) + "s old): abandoned";
+          return d;
+        }
+        break;
       case LockOwnerState::unknown:
         d.action = LockAction::lookup_owner;
         d.reason = "node " + node_s + " is locked by " + holder + "; checking the owner";
@@ -116,7 +125,11 @@ LockDecision decide_node_lock(std::string_view node, const std::optional<std::st
     }
   }
   d.action = LockAction::contention;
-  const auto left = timeout - (age.count() < 0 ? milliseconds(0) : age);
+  const auto positive_age = age.count() < 0 ? milliseconds(0) : age;
+  auto left = timeout - positive_age;
+  if (owner == LockOwnerState::abandoned) {
+    left = std::min(left, abandon_grace - positive_age);
+  }
   d.expires_in = left.count() < 0 ? milliseconds(0) : left;
   d.reason = "node " + node_s + " has been locked within " + std::to_string(timeout.count() / 1000) + "s by " + holder +
              ": node lock contention";
@@ -154,10 +167,18 @@ PodBrief brief_of(const boost::json::object& pod) {
   b.vgpu_node = at({"metadata", "annotations", kVgpuNodeAnnotation});
   b.bind_phase = at({"metadata", "annotations", kBindPhaseAnnotation});
   b.phase = at({"status", "phase"});
+  b.scheduler_name = at({"spec", "schedulerName"});
+  if (const auto* meta = object_at(pod, "metadata"); meta != nullptr) {
+    if (const auto* ann = object_at(*meta, "annotations");
+        ann != nullptr && ann->contains(kDevicesToAllocateAnnotation)) {
+      b.devices_consumed = string_at(*ann, kDevicesToAllocateAnnotation).find(kNvidiaVendorWord) == std::string::npos;
+    }
+  }
   return b;
 }
 
-LockOwnerState classify_lock_owner(const std::optional<PodBrief>& owner, std::string_view node, bool binding_now) {
+LockOwnerState classify_lock_owner(const std::optional<PodBrief>& owner, std::string_view node, bool binding_now,
+                                   std::string_view our_scheduler) {
   if (binding_now) {
     return LockOwnerState::active;
   }
@@ -171,9 +192,12 @@ LockOwnerState classify_lock_owner(const std::optional<PodBrief>& owner, std::st
   // lock before it writes bind-phase), so it is active whatever its annotations say; a bound pod is never bound
   // again, so bound elsewhere, or bound here with the allocation finished, can never use this lock.
   if (owner->node_name.empty()) {
-    return LockOwnerState::active;
+    // Ours alone to bind, and we are not binding it: nobody is between its lock and a Binding (after the grace).
+    return !our_scheduler.empty() && owner->scheduler_name == our_scheduler ? LockOwnerState::abandoned
+                                                                            : LockOwnerState::active;
   }
-  if (owner->node_name != node || (owner->bind_phase == kBindPhaseSuccess || owner->bind_phase == kBindPhaseFailed)) {
+  if (owner->node_name != node || owner->bind_phase == kBindPhaseSuccess || owner->bind_phase == kBindPhaseFailed ||
+      owner->devices_consumed) {
     return LockOwnerState::allocation_over;
   }
   return LockOwnerState::active;

@@ -32,6 +32,11 @@ std::string format_node_lock(WallTime time, std::string_view ns, std::string_vie
 /// Parses either form. Errors name the annotation and quote the value.
 Result<NodeLockValue> parse_node_lock(std::string_view value);
 
+/// How old the lock of an `abandoned` owner must be before it is taken over: longer than a request's deadline
+/// (kube client timeout, 30 s by default) plus a lease's duration (15 s), so a Binding sent by a leader that has
+/// since stopped has landed or failed by then.
+inline constexpr std::chrono::milliseconds kAbandonedLockGrace{60000};
+
 /// What the caller knows about the pod that owns an existing lock.
 enum class LockOwnerState {
   unknown,   ///< not looked up yet
@@ -42,6 +47,11 @@ enum class LockOwnerState {
   /// with bind-phase success or failed (a pod is bound once). An owner that is not bound yet is never this: any
   /// scheduler (HAMi's included, which locks before it writes bind-phase) may be between lock and bind.
   allocation_over,
+  /// Not bound, of this scheduler's schedulerName, and this scheduler (the leader, the only one that binds such a
+  /// pod) is neither binding it nor has just bound it: the bind that took the lock ended without binding (a crash
+  /// or lost leadership between the lock and the Binding). Taken over once the lock is older than the abandon
+  /// grace, which covers a Binding a previous leader sent just before it stopped.
+  abandoned,
 };
 
 enum class LockAction {
@@ -67,9 +77,11 @@ struct LockDecision {
 /// absent), the wall clock `now` (the lock's own timestamps are wall-clock, written by whichever scheduler
 /// took it), the timeout (HAMi: 5 min), and the owner's state when already looked up. A value that does not
 /// parse is treated as expired: it can never be released by its owner, and keeping it would stall the node.
+/// An `abandoned` owner's lock is taken over once older than `abandon_grace`.
 LockDecision decide_node_lock(std::string_view node, const std::optional<std::string>& current, std::string_view ns,
                               std::string_view pod, WallTime now, std::chrono::milliseconds timeout,
-                              LockOwnerState owner = LockOwnerState::unknown);
+                              LockOwnerState owner = LockOwnerState::unknown,
+                              std::chrono::milliseconds abandon_grace = kAbandonedLockGrace);
 
 /// True when `current` may be removed by pod `ns/pod`: it names that pod (HAMi requires the value to end with
 /// `,<ns>,<pod>` unless forced). An absent value needs no release.
@@ -85,19 +97,26 @@ std::string node_lock_patch(std::string_view resource_version, const std::option
 /// What the lock janitor knows of a pod (from the pod watch or a GET).
 struct PodBrief {
   std::string uid;
-  std::string node_name;   ///< spec.nodeName
-  std::string vgpu_node;   ///< hami.io/vgpu-node
-  std::string bind_phase;  ///< hami.io/bind-phase
-  std::string phase;       ///< status.phase
+  std::string node_name;       ///< spec.nodeName
+  std::string vgpu_node;       ///< hami.io/vgpu-node
+  std::string bind_phase;      ///< hami.io/bind-phase
+  std::string phase;           ///< status.phase
+  std::string scheduler_name;  ///< spec.schedulerName
+  /// hami.io/vgpu-devices-to-allocate is present and holds no NVIDIA entry: the device plugin has consumed every
+  /// entry (HAMi's PodAllocationTrySuccess test), so the pod has nothing left to allocate under a lock.
+  bool devices_consumed = false;
 };
 /// Reads the brief from a pod object; absent or non-string fields are empty.
 PodBrief brief_of(const boost::json::object& pod);
 
 /// Whether the owner of a lock on `node` may still need it. Only what is provable frees a lock before its
 /// timeout, whoever wrote it: deleted (nullopt), Succeeded/Failed (finished), or bound and unable to allocate
-/// under it again (allocation_over: bound to another node, or bound here with bind-phase success/failed).
-/// Being bound by us (`binding_now`) or not bound yet (any scheduler may be between lock and bind) is active,
-/// whatever the owner's annotations say. Pure.
-LockOwnerState classify_lock_owner(const std::optional<PodBrief>& owner, std::string_view node, bool binding_now);
+/// under it again (allocation_over: bound to another node, or bound here with bind-phase success/failed, or bound
+/// here with every device entry consumed: the plugin's success write was lost, e.g. to a partition).
+/// Being bound by us (`binding_now`) is active. Not bound yet is active (any scheduler may be between lock and
+/// bind) unless its schedulerName is `our_scheduler` (non-empty only when the caller is the leader and knows it is
+/// not binding that pod): then it is abandoned. Pure.
+LockOwnerState classify_lock_owner(const std::optional<PodBrief>& owner, std::string_view node, bool binding_now,
+                                   std::string_view our_scheduler = {});
 
 }  // namespace gpuslice::scheduler

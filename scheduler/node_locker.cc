@@ -87,7 +87,7 @@ asio::awaitable<LockOwnerState> NodeLocker::owner_state(const std::string& ns, c
     }
     co_return LockOwnerState::active;  // cannot tell: do not steal
   }
-  co_return classify_lock_owner(brief_of(*r), node, false);
+  co_return classify_lock_owner(brief_of(*r), node, false, options_.scheduler_name);
 }
 
 asio::awaitable<bool> NodeLocker::acquire(std::string node, PodKey key) {
@@ -136,7 +136,8 @@ asio::awaitable<bool> NodeLocker::acquire(std::string node, PodKey key) {
       if (mit->second.lock != seen_value) {
         continue;  // changed while we looked: judge the new value
       }
-      d = decide_node_lock(node, mit->second.lock, key.ns, key.name, options_.clock.wall(), options_.timeout, owner);
+      d = decide_node_lock(node, mit->second.lock, key.ns, key.name, options_.clock.wall(), options_.timeout, owner,
+                           options_.abandon_grace);
     }
     switch (d.action) {
       case LockAction::already_ours:
@@ -244,7 +245,7 @@ asio::awaitable<void> NodeLocker::janitor(std::string n) {
     LockDecision d = decide_node_lock(n, value, "", "", options_.clock.wall(), options_.timeout);
     if (d.action == LockAction::lookup_owner) {
       auto owner = co_await owner_state(d.holder_ns, d.holder_pod, n);
-      d = decide_node_lock(n, value, "", "", options_.clock.wall(), options_.timeout, owner);
+      d = decide_node_lock(n, value, "", "", options_.clock.wall(), options_.timeout, owner, options_.abandon_grace);
     }
     if (d.action == LockAction::take_expired || d.action == LockAction::take_owner_gone) {
       // Only the value judged, and only while leading; a changed value is judged again by its own event.

@@ -37,6 +37,10 @@ namespace gpuslice::scheduler {
 struct NodeLockerOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  ///< a lock older than this is expired (HAMi: 5 min)
   std::chrono::milliseconds wait{30000};                       ///< acquire() gives up after this
+  /// The schedulerName this loop binds: an unbound pod of it that holds a lock and that the loop is not binding
+  /// has abandoned the lock (classify_lock_owner); empty: never judged so.
+  std::string scheduler_name;
+  std::chrono::milliseconds abandon_grace = kAbandonedLockGrace;
   LoopClock clock;
 };
 
@@ -81,6 +85,10 @@ class NodeLocker {
   /// Cancels every wait; acquire() and release() return soon after.
   void stop();
 
+  /// Nodes whose hami.io/mutex.lock is set now (as last observed), and nodes with binders queued for the lock.
+  bool busy(std::string_view node) const {
+    return locked_.count(std::string(node)) != 0 || lines_.count(std::string(node)) != 0;
+  }
   uint64_t taken() const { return taken_; }
   uint64_t released() const { return released_; }
 

@@ -142,6 +142,10 @@ Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const Schedule
     }
   }
   const size_t want = scoring ? std::max<size_t>(1, feasible_nodes_to_find(d.nodes_total)) : 1;
+  // Lock-aware (ScheduleOptions::busy): a GPU pod looks past a busy first choice, a bounded number of nodes.
+  const bool lock_aware = options.busy != nullptr && *options.busy && pod.gpu.any();
+  auto busy = [&](const NodeState& n) { return lock_aware && (*options.busy)(n.name); };
+  size_t busy_seen = 0;
   std::vector<const NodeState*> feasible;
   CapacityQuery q = options.use_index ? capacity_query(pod) : CapacityQuery{};
   snap.visit_candidates(q, node_order_for(pod, options), [&](const NodeState& n) {
@@ -150,12 +154,25 @@ Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const Schedule
       return false;
     }
     feasible.push_back(&n);
-    return feasible.size() >= want;
+    if (scoring) {
+      return feasible.size() >= want;
+    }
+    // Without scoring the first feasible node wins, unless busy: then the first one that is not, looking at most
+    // busy_lookahead busy ones ahead.
+    return !busy(n) || ++busy_seen >= std::max<size_t>(1, options.busy_lookahead);
   });
 
   if (!feasible.empty()) {
     size_t best = 0;
-    if (feasible.size() > 1) {
+    if (!scoring) {
+      // The policy's first choice unless busy; then the first feasible node that is not (else the first).
+      for (size_t i = 0; i < feasible.size(); ++i) {
+        if (!busy(*feasible[i])) {
+          best = i;
+          break;
+        }
+      }
+    } else if (feasible.size() > 1) {
       // ---- Score: weighted sum of normalised scores; the earliest node in policy order wins ties ----
       std::vector<int64_t> total(feasible.size(), 0);
       for (const auto& p : plugins_) {
@@ -174,6 +191,14 @@ Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const Schedule
       for (size_t i = 1; i < feasible.size(); ++i) {
         if (total[i] > total[best]) {
           best = i;
+        }
+      }
+      if (busy(*feasible[best])) {
+        for (size_t i = 0; i < feasible.size(); ++i) {
+          if (total[i] == total[best] && !busy(*feasible[i])) {
+            best = i;
+            break;
+          }
         }
       }
     }

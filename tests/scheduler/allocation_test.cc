@@ -5,6 +5,9 @@
 #include <boost/json/parse.hpp>
 #include <catch2/catch.hpp>
 
+#include <map>
+#include <string>
+
 using namespace gpuslice;
 using namespace gpuslice::scheduler;
 using Catch::Matchers::Contains;
@@ -94,26 +97,34 @@ TEST_CASE("allocation annotations carry node, time and identical device strings"
   CHECK(a.at("hami.io/vgpu-devices-allocated") == a.at("hami.io/vgpu-devices-to-allocate"));
 }
 
-TEST_CASE("allocation patch: precondition, annotations, bind phase and the vgpu-node label", "[allocation]") {
+TEST_CASE("allocation binding metadata: annotations, bind phase and the vgpu-node label", "[allocation]") {
   const PodDevices devices{{{"GPU-a", "NVIDIA", 3000, 30}}};
-  auto patch = json::parse(allocation_patch("gpu-0", devices, "42", 1796024904)).as_object();
-  CHECK(patch == json::parse(R"({"metadata":{"resourceVersion":"42","annotations":{
-      "hami.io/vgpu-node":"gpu-0","hami.io/vgpu-time":"1796024904",
-      "hami.io/vgpu-devices-to-allocate":"GPU-a,NVIDIA,3000,30:;","hami.io/vgpu-devices-allocated":"GPU-a,NVIDIA,3000,30:;",
-      "hami.io/bind-phase":"allocating","hami.io/bind-time":"1796024904",
-      "hami.io/vgpu-mig-allocations":null},
-      "labels":{"hami.io/vgpu-node":"gpu-0"}}})"));
+  auto m = allocation_binding_metadata("gpu-0", devices, 1796024904);
+  CHECK(m.annotations == std::map<std::string, std::string>{
+                             {"hami.io/vgpu-node", "gpu-0"},
+                             {"hami.io/vgpu-time", "1796024904"},
+                             {"hami.io/vgpu-devices-to-allocate", "GPU-a,NVIDIA,3000,30:;"},
+                             {"hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,3000,30:;"},
+                             {"hami.io/bind-phase", "allocating"},
+                             {"hami.io/bind-time", "1796024904"},
+                         });
+  CHECK(m.labels == std::map<std::string, std::string>{{"hami.io/vgpu-node", "gpu-0"}});
+  // The Binding as sent: both maps inside its metadata, next to the UID precondition.
+  auto b = gpuslice::kube::make_binding("ns", "p", "gpu-0", "uid-1", m);
+  CHECK(b.at("metadata").at("uid") == "uid-1");
+  CHECK(b.at("metadata").at("annotations").at("hami.io/bind-phase") == "allocating");
+  CHECK(b.at("metadata").at("labels").at("hami.io/vgpu-node") == "gpu-0");
 
-  // No resourceVersion: no precondition. A node name longer than a label value allows keeps only the annotation.
+  // A node name longer than a label value allows keeps only the annotation; 63 characters still fit.
   const std::string long_name(64, 'n');
-  auto blind = json::parse(allocation_patch(long_name, devices, "", 1)).as_object();
-  const auto& meta = blind.at("metadata").as_object();
-  CHECK_FALSE(meta.contains("resourceVersion"));
-  CHECK_FALSE(meta.contains("labels"));
-  CHECK(meta.at("annotations").at("hami.io/vgpu-node").as_string() == long_name);
+  auto blind = allocation_binding_metadata(long_name, devices, 1);
+  CHECK(blind.labels.empty());
+  CHECK(blind.annotations.at("hami.io/vgpu-node") == long_name);
+  CHECK(vgpu_node_label_patch(long_name).empty());
   const std::string max_name(63, 'n');
-  auto labelled = json::parse(allocation_patch(max_name, devices, "", 1)).as_object();
-  CHECK(labelled.at("metadata").at("labels").at("hami.io/vgpu-node").as_string() == max_name);
+  CHECK(allocation_binding_metadata(max_name, devices, 1).labels.at("hami.io/vgpu-node") == max_name);
+  CHECK(json::parse(vgpu_node_label_patch("gpu-0")) ==
+        json::parse(R"({"metadata":{"labels":{"hami.io/vgpu-node":"gpu-0"}}})"));
 }
 
 TEST_CASE("owned-annotations removal patch: every scheduler-owned key null, precondition when given", "[allocation]") {

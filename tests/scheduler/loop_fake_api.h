@@ -18,7 +18,9 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpuslice::scheduler::testing {
@@ -184,7 +186,17 @@ class FakeApi : public LoopApi {
     }
     co_return it->second;
   }
-  Task<kube::ApiStatus> bind(std::string ns, std::string name, std::string node, std::string uid) override {
+  /// As kube-apiserver's BindingREST (v1.34.3 pkg/registry/core/pod/storage/storage.go setPodNodeAndMetadata):
+  /// UID precondition, refused when bound or being deleted, then spec.nodeName, the Binding's annotations and
+  /// labels, and PodScheduled=True in one write.
+  std::vector<kube::BindingMetadata> binding_metadata;  // per accepted Binding
+  /// false: an API server before Kubernetes 1.33, which copies a Binding's annotations but not its labels.
+  bool copy_binding_labels = true;
+  /// Calls for which the write is applied but its answer is lost (a 504 returned instead), as when the
+  /// connection drops after the server committed.
+  std::function<bool(const std::string& call)> lose_answer;
+  Task<kube::ApiStatus> bind(std::string ns, std::string name, std::string node, std::string uid,
+                             kube::BindingMetadata metadata) override {
     const std::string key = ns + "/" + name;
     if (auto e = injected("bind " + key)) {
       co_return *e;
@@ -196,13 +208,47 @@ class FakeApi : public LoopApi {
     if (!uid.empty() && kube::uid_of(it->second) != uid) {
       co_return kube::ApiError{409, "Conflict", "uid precondition failed"};
     }
+    if (string_at_pointer(it->second, "/metadata/deletionTimestamp") != "") {
+      co_return kube::ApiError{409, "Conflict", "pod " + name + " is being deleted, cannot be assigned to a host"};
+    }
     if (!string_at_pointer(it->second, "/spec/nodeName").empty()) {
       co_return kube::ApiError{409, "Conflict", "pod " + name + " is already assigned to a node"};
     }
     it->second["spec"].as_object()["nodeName"] = node;
-    it->second["metadata"].as_object()["resourceVersion"] = std::to_string(++rv);
+    auto& meta = it->second["metadata"].as_object();
+    for (const auto& [field, values] :
+         {std::pair{"annotations", &metadata.annotations}, std::pair{"labels", &metadata.labels}}) {
+      if (values->empty() || (std::string_view(field) == "labels" && !copy_binding_labels)) {
+        continue;
+      }
+      if (!meta.contains(field) || !meta[field].is_object()) {
+        meta[field] = boost::json::object{};
+      }
+      for (const auto& [k, v] : *values) {
+        meta[field].as_object()[k] = v;
+      }
+    }
+    if (auto* st = it->second.if_contains("status"); st == nullptr || !st->is_object()) {
+      it->second["status"] = boost::json::object{};
+    }
+    auto& status = it->second["status"].as_object();
+    boost::json::array conds;
+    if (auto* c = status.if_contains("conditions"); c != nullptr && c->is_array()) {
+      for (const auto& x : c->as_array()) {
+        if (!x.is_object() || string_at_pointer(x.as_object(), "/type") != "PodScheduled") {
+          conds.push_back(x);
+        }
+      }
+    }
+    conds.push_back(boost::json::object{{"type", "PodScheduled"}, {"status", "True"}});
+    status["conditions"] = std::move(conds);
+    meta["resourceVersion"] = std::to_string(++rv);
     ++binds;
+    binding_metadata.push_back(std::move(metadata));
     deliver(pod_sinks_, kube::ReflectorEventType::modified, it->second);
+    if (lose_answer && lose_answer("bind " + key)) {
+      co_return kube::ApiError{504, "Timeout", "the answer was lost after the server applied the request"};
+    }
     co_return kube::ApiStatus{};
   }
   Task<kube::ApiResult<Object>> patch_condition(std::string ns, std::string name,
@@ -223,7 +269,26 @@ class FakeApi : public LoopApi {
     co_return it->second;
   }
   Task<kube::ApiResult<Object>> create_event(kube::EventRecord event) override {
+    if (auto e = injected("create_event " + event.reason)) {
+      co_return *e;
+    }
     events.push_back(event);
+    co_return Object{};
+  }
+  /// Series updates per Event name: the last merge patch body.
+  std::map<std::string, std::string> event_patches;
+  Task<kube::ApiResult<Object>> patch_event(std::string ns, std::string name, std::string patch) override {
+    if (auto e = injected("patch_event " + ns + "/" + name)) {
+      co_return *e;
+    }
+    bool known = false;
+    for (const auto& ev : events) {
+      known = known || ev.name == name;
+    }
+    if (!known) {
+      co_return not_found("events", name);
+    }
+    event_patches[ns + "/" + name] = std::move(patch);
     co_return Object{};
   }
   Task<kube::ApiResult<Object>> patch_pod_status(std::string ns, std::string name, std::string patch) override {

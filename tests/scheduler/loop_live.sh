@@ -9,7 +9,7 @@
 #   tests/scheduler/loop_live.sh crash       kill -9 serve 3x mid-burst (400 pods), restart, check the API
 #   tests/scheduler/loop_live.sh failover    2 replicas, kill -9 the leader mid-burst (1200 pods), check the API
 #   tests/scheduler/loop_live.sh down
-# Needs ~/.cache/gpuslice-lab/bin (lab/build-tools.sh) and build/loop/cmd/gpuslice (or G=path).
+# Needs the lab tools (lab/build-tools.sh --print-bin) and build/loop/cmd/gpuslice (or G=path).
 set -u
 L=${LOOPLAB:-/tmp/looplab}
 
@@ -35,11 +35,12 @@ PY
 }
 
 export G=${G:-$(cd "$(dirname "$0")/../.." && pwd)/build/loop/cmd/gpuslice}
+TOOLS=$("$(cd "$(dirname "$0")/../.." && pwd)/lab/build-tools.sh" --print-bin)
 mkdir -p "$L" && cd "$L"
 cmd=${1:-}; shift || true
 case $cmd in
 up)
-P=$L/pki; B=~/.cache/gpuslice-lab/bin
+P=$L/pki; B=$TOOLS
 unset HTTPS_PROXY HTTP_PROXY https_proxy http_proxy
 mkdir -p $P && cd $P
 if [[ ! -f admin.crt ]]; then
@@ -75,7 +76,7 @@ $B/kube-apiserver --etcd-servers=http://127.0.0.1:13379 \
 echo $! > $L/apiserver.pid
 for i in $(seq 60); do curl -sf --cacert $P/ca.crt https://127.0.0.1:17443/readyz >/dev/null && break; sleep 1; done
 curl -sf --cacert $P/ca.crt https://127.0.0.1:17443/readyz >/dev/null || { echo "apiserver not ready"; exit 1; }
-  export KUBECONFIG=$L/admin.kubeconfig K=~/.cache/gpuslice-lab/bin/kubectl
+  export KUBECONFIG=$L/admin.kubeconfig K=$TOOLS/kubectl
   python3 - "$L" <<'PY'
 import json, sys
 L = sys.argv[1]
@@ -95,7 +96,7 @@ down)
   sleep 1; rm -rf /dev/shm/looplab-etcd
   ;;
 bench)
-export KUBECONFIG=$L/admin.kubeconfig K=~/.cache/gpuslice-lab/bin/kubectl G=${G:-/work/main/build/loop/cmd/gpuslice}
+export KUBECONFIG=$L/admin.kubeconfig K=$TOOLS/kubectl G=${G:-/work/main/build/loop/cmd/gpuslice}
 kill $(cat serve.pid 2>/dev/null) $(cat agent.pid 2>/dev/null) 2>/dev/null; sleep 0.5
 $K delete pods -n bench --all --grace-period=0 --force >/dev/null 2>&1
 for n in $($K get nodes -o name); do :; done
@@ -115,7 +116,7 @@ echo "bound $n in $(echo "$end - $start" | bc) s"
 curl -s 127.0.0.1:18080/metrics | grep -E "attempts_total\{|e2e_scheduling_duration_seconds_(sum|count)|lock_operations_total\{"
   ;;
 crash)
-export KUBECONFIG=$L/admin.kubeconfig K=~/.cache/gpuslice-lab/bin/kubectl G=${G:-/work/main/build/loop/cmd/gpuslice}
+export KUBECONFIG=$L/admin.kubeconfig K=$TOOLS/kubectl G=${G:-/work/main/build/loop/cmd/gpuslice}
 N=${N:-400}
 kill $(cat serve.pid 2>/dev/null) $(cat agent.pid 2>/dev/null) 2>/dev/null; sleep 0.5
 $K delete pods -n bench --all --grace-period=0 --force >/dev/null 2>&1
@@ -144,7 +145,7 @@ $K get nodes -o json > final-nodes.json
 check_api
   ;;
 failover)
-export KUBECONFIG=$L/admin.kubeconfig K=~/.cache/gpuslice-lab/bin/kubectl G=${G:-/work/main/build/loop/cmd/gpuslice}
+export KUBECONFIG=$L/admin.kubeconfig K=$TOOLS/kubectl G=${G:-/work/main/build/loop/cmd/gpuslice}
 kill $(cat serve.pid 2>/dev/null) $(cat serve2.pid 2>/dev/null) $(cat agent.pid 2>/dev/null) 2>/dev/null; sleep 0.5
 $K delete pods -n bench --all --grace-period=0 --force >/dev/null 2>&1
 $K get nodes -o name | xargs -P4 -I{} $K annotate {} hami.io/mutex.lock- >/dev/null 2>&1

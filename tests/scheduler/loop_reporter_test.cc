@@ -117,18 +117,75 @@ TEST_CASE("reporter: the same message is reported once per interval; a new messa
   CHECK(h.api->events.size() == 2);
   CHECK(h.api->conditions.size() == 2);
 
-  // Past the interval the same message is reported again, but the condition already says it: no patch.
+  // Past the interval the same message is reported again, but the condition already says it: no patch. The
+  // Event is isomorphic to the one created 31 s ago: its series counts the occurrence (client-go's events
+  // broadcaster) instead of a new Event.
   h.steady_now += 31s;
   h.reporter->unschedulable(key, h.api->pods.at("default/p"), "m2", "");
   h.settle();
-  CHECK(h.api->events.size() == 3);
+  CHECK(h.api->events.size() == 2);
   CHECK(h.api->conditions.size() == 2);
+  const std::string series_event = "default/" + h.api->events.back().name;
+  REQUIRE(h.api->event_patches.count(series_event) == 1);
+  auto patch = json::parse(h.api->event_patches.at(series_event)).as_object();
+  CHECK(patch.at("series").at("count") == 2);
+  CHECK(patch.at("series").at("lastObservedTime") == "2026-11-30T07:48:24.000000Z");
+  CHECK(h.reporter->series_updates() == 1);
 
-  // Forgotten (bound, deleted): the next report is not rate-limited.
+  // Forgotten (bound, deleted): the next report is not rate-limited; still in the series window.
   h.reporter->forget(key);
   h.reporter->unschedulable(key, h.api->pods.at("default/p"), "m2", "");
   h.settle();
-  CHECK(h.api->events.size() == 4);
+  CHECK(json::parse(h.api->event_patches.at(series_event)).at("series").at("count") == 3);
+  // Past the series window: a new Event.
+  h.steady_now += 7min;
+  h.reporter->unschedulable(key, h.api->pods.at("default/p"), "m2", "");
+  h.settle();
+  CHECK(h.api->events.size() == 3);
+}
+
+TEST_CASE("reporter: a series whose Event is gone starts a new Event", "[loop_reporter]") {
+  Harness h;
+  auto p = h.pod("p");
+  const PodKey key{"default", "p"};
+  h.reporter->event(p, "Scheduled", "Normal", "n");
+  h.settle();
+  REQUIRE(h.api->events.size() == 1);
+  h.api->events.clear();  // expired by the API server (event TTL)
+  h.steady_now += 1s;
+  h.reporter->event(p, "Scheduled", "Normal", "n");  // patch answers NotFound: the series is forgotten
+  h.settle();
+  h.reporter->event(p, "Scheduled", "Normal", "n");
+  h.settle();
+  CHECK(h.api->events.size() == 1);
+}
+
+TEST_CASE(
+    "reporter: a failed bind says SchedulerError, as kube-scheduler does; a condition of another reason is "
+    "patched",
+    "[loop_reporter]") {
+  Harness h;
+  auto p = h.pod("p");
+  const PodKey key{"default", "p"};
+  h.reporter->unschedulable(key, p, "binding rejected: 500 InternalError: x", "");
+  h.settle();
+  REQUIRE(h.api->conditions.size() == 1);
+  // Same message, another reason: the condition does not say it yet, so it is written (the Event is
+  // rate-limited with the unschedulable one only once the interval passes).
+  h.steady_now += 31s;
+  h.reporter->scheduler_error(key, h.api->pods.at("default/p"), "binding rejected: 500 InternalError: x");
+  h.settle();
+  REQUIRE(h.api->conditions.size() == 2);
+  CHECK(h.api->conditions[1].second.reason == "SchedulerError");
+  CHECK(h.api->conditions[1].second.status == "False");
+  CHECK(h.api->conditions[1].second.message == "binding rejected: 500 InternalError: x");
+  CHECK(h.api->events.back().reason == "FailedScheduling");
+  CHECK(h.api->events.back().note == "binding rejected: 500 InternalError: x");
+  // Said already: not patched again.
+  h.steady_now += 31s;
+  h.reporter->scheduler_error(key, h.api->pods.at("default/p"), "binding rejected: 500 InternalError: x");
+  h.settle();
+  CHECK(h.api->conditions.size() == 2);
 }
 
 TEST_CASE("reporter: retain keeps only the records asked for", "[loop_reporter]") {
@@ -142,8 +199,11 @@ TEST_CASE("reporter: retain keeps only the records asked for", "[loop_reporter]"
   h.reporter->unschedulable(PodKey{"default", "a"}, a, "m", "");  // still rate-limited
   h.reporter->unschedulable(PodKey{"default", "b"}, b, "m", "");  // forgotten: reported again
   h.settle();
-  REQUIRE(h.api->events.size() == 3);
-  CHECK(h.api->events[2].regarding.name == "b");
+  // b's report is a second occurrence of its Event (a series update), a's was rate-limited.
+  REQUIRE(h.api->events.size() == 2);
+  CHECK(h.reporter->series_updates() == 1);
+  const auto& eb = h.api->events[0].regarding.name == "b" ? h.api->events[0] : h.api->events[1];
+  CHECK(h.api->event_patches.count("default/" + eb.name) == 1);
 }
 
 TEST_CASE("reporter: beyond max_in_flight reports are dropped and counted", "[loop_reporter]") {

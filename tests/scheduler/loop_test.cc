@@ -1,6 +1,7 @@
-// The scheduling loop against an in-memory API (loop_fake_api.h): decisions carried out with annotations, node
-// lock and binding; no fit reported; freed capacity reused on the deletion event; stale locks released; restart
-// from API state without double booking; 409 on the annotation patch retried; nothing written while inactive.
+// The scheduling loop against an in-memory API (loop_fake_api.h): decisions carried out by one Binding carrying
+// the allocation (after the node lock when on); no fit reported; freed capacity reused on the deletion event;
+// stale and abandoned locks released; restart from API state without double booking; a lost Binding answer and
+// a pod bound meanwhile read back; nothing written while inactive.
 // The mock device agent runs on the same fake so the HAMi lock protocol completes.
 #include "scheduler/loop.h"
 #include "scheduler/mock_agent.h"
@@ -13,6 +14,7 @@
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -66,15 +68,73 @@ std::string ann(const json::object& o, const std::string& key) {
   return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
 }
 
+/// The side path as a seam of its own: forwards to the same fake API server and records which calls took it.
+class RecordingApi final : public LoopApi {
+ public:
+  explicit RecordingApi(std::shared_ptr<FakeApi> api) : api_(std::move(api)) {}
+  std::vector<std::string> calls;
+
+  Task<kube::ApiResult<Object>> patch_pod(std::string ns, std::string name, std::string patch) override {
+    calls.push_back("patch_pod " + ns + "/" + name);
+    co_return co_await api_->patch_pod(std::move(ns), std::move(name), std::move(patch));
+  }
+  Task<kube::ApiResult<Object>> patch_claim(std::string ns, std::string name, std::string patch) override {
+    calls.push_back("patch_claim");
+    co_return co_await api_->patch_claim(std::move(ns), std::move(name), std::move(patch));
+  }
+  Task<kube::ApiResult<Object>> patch_node(std::string name, std::string patch) override {
+    calls.push_back("patch_node " + name);
+    co_return co_await api_->patch_node(std::move(name), std::move(patch));
+  }
+  Task<kube::ApiResult<Object>> get_pod(std::string ns, std::string name) override {
+    calls.push_back("get_pod");
+    co_return co_await api_->get_pod(std::move(ns), std::move(name));
+  }
+  Task<kube::ApiResult<Object>> get_node(std::string name) override {
+    calls.push_back("get_node");
+    co_return co_await api_->get_node(std::move(name));
+  }
+  Task<kube::ApiStatus> bind(std::string ns, std::string name, std::string node, std::string uid,
+                             kube::BindingMetadata metadata) override {
+    calls.push_back("bind");
+    co_return co_await api_->bind(std::move(ns), std::move(name), std::move(node), std::move(uid), std::move(metadata));
+  }
+  Task<kube::ApiResult<Object>> patch_condition(std::string ns, std::string name,
+                                                kube::PodCondition condition) override {
+    calls.push_back("patch_condition " + ns + "/" + name);
+    co_return co_await api_->patch_condition(std::move(ns), std::move(name), std::move(condition));
+  }
+  Task<kube::ApiResult<Object>> create_event(kube::EventRecord event) override {
+    calls.push_back("create_event " + event.reason);
+    co_return co_await api_->create_event(std::move(event));
+  }
+  Task<kube::ApiResult<Object>> patch_event(std::string ns, std::string name, std::string patch) override {
+    calls.push_back("patch_event");
+    co_return co_await api_->patch_event(std::move(ns), std::move(name), std::move(patch));
+  }
+  Task<kube::ApiResult<Object>> patch_pod_status(std::string ns, std::string name, std::string patch) override {
+    calls.push_back("patch_pod_status");
+    co_return co_await api_->patch_pod_status(std::move(ns), std::move(name), std::move(patch));
+  }
+  Task<kube::ApiStatus> remove_pod(std::string ns, std::string name, std::string uid) override {
+    calls.push_back("remove_pod");
+    co_return co_await api_->remove_pod(std::move(ns), std::move(name), std::move(uid));
+  }
+
+ private:
+  std::shared_ptr<FakeApi> api_;
+};
+
 struct Harness {
   asio::io_context io;
   std::shared_ptr<FakeApi> api = std::make_shared<FakeApi>(io.get_executor());
+  std::shared_ptr<RecordingApi> side;  // set when the harness is built with a side path
   std::shared_ptr<SchedulingLoop> loop;
   std::shared_ptr<MockDeviceAgent> agent;
   WallTime wall_now{std::chrono::seconds(1796024904)};
 
   explicit Harness(const std::string& node_lock = "hami", bool with_agent = true,
-                   std::chrono::milliseconds volume_bind_timeout = 600000ms) {
+                   std::chrono::milliseconds volume_bind_timeout = 600000ms, bool side_path = false) {
     LoopOptions o;
     o.volume_bind_timeout = volume_bind_timeout;
     o.scheduler.node_lock = node_lock;
@@ -83,7 +143,10 @@ struct Harness {
     o.lock_wait = 5000ms;
     // Wall time is injected (annotations and locks); steady time stays real because Asio timers use it.
     o.clock.wall = [this] { return wall_now; };
-    loop = std::make_shared<SchedulingLoop>(io.get_executor(), o, api);
+    if (side_path) {
+      side = std::make_shared<RecordingApi>(api);
+    }
+    loop = std::make_shared<SchedulingLoop>(io.get_executor(), o, api, side);
     api->subscribe_pods([this](const kube::ReflectorEvent& e) { loop->on_pod_event(e); });
     api->subscribe_nodes([this](const kube::ReflectorEvent& e) { loop->on_node_event(e); });
     if (with_agent) {
@@ -152,7 +215,16 @@ TEST_CASE("loop: seed scenario binds three sharing pods and reports the fourth",
   h.io.run_for(5ms);
   h.io.restart();
   h.start();
-  REQUIRE(h.run_until([&] { return h.api->binds == 3 && !h.api->conditions.empty() && h.quiet(); }));
+  // Done when the agent has finished every bound pod (it sees each one on a watch event a moment after the bind,
+  // so "no bind and no Allocate in flight" alone can be true before it starts).
+  auto allocated = [&] {
+    int success = 0;
+    for (const auto& [key, pod] : h.api->pods) {
+      success += !h.node_of(key).empty() && ann(pod, "hami.io/bind-phase") == "success";
+    }
+    return success == 3;
+  };
+  REQUIRE(h.run_until([&] { return h.api->binds == 3 && !h.api->conditions.empty() && allocated() && h.quiet(); }));
 
   int bound = 0;
   for (int i = 1; i <= 4; ++i) {
@@ -259,12 +331,14 @@ TEST_CASE("loop: a live lock holder makes the binder wait until the lock is rele
   h.api->put_pod(holder);
   h.api->put_pod(make_pod("p", 1000, 10));
   h.start();
-  // p is annotated, then waits for the lock.
-  REQUIRE(h.run_until([&] { return ann(h.api->pods.at("default/p"), "hami.io/vgpu-node") == "gpu-0"; }));
-  h.io.run_for(100ms);
+  // p is decided for gpu-0 and waits for the lock, with nothing written on it yet: its allocation travels in
+  // the Binding.
+  REQUIRE(h.run_until([&] { return h.loop->binds_in_flight() == 1; }));
+  h.io.run_for(200ms);
   h.io.restart();
   CHECK(h.node_of("default/p").empty());
   CHECK(h.api->binds == 0);
+  CHECK(ann(h.api->pods.at("default/p"), "hami.io/vgpu-node").empty());
   // The device plugin finishes the holder and releases the lock: p binds.
   auto n = h.api->nodes.at("gpu-0");
   n["metadata"].as_object()["annotations"].as_object().erase("hami.io/mutex.lock");
@@ -294,7 +368,8 @@ TEST_CASE("loop: an expired lock is overwritten", "[loop][node_lock]") {
 TEST_CASE("loop: restart from API state - an annotated unbound pod is redone, nothing double-booked", "[loop]") {
   Harness h;
   h.api->put_node(make_node("gpu-0", "GPU-a"));
-  // A previous incarnation annotated `a` (70 % on the card), took the lock and died before binding.
+  // An older gpuslice (which patched the allocation before binding) annotated `a` (70 % on the card), took the
+  // lock and died before binding. Its annotations are removed before `a` is bound, by a Binding of its own.
   auto a = make_pod("a", 20000, 70);
   a["metadata"].as_object()["annotations"] =
       json::object{{"hami.io/vgpu-node", "gpu-0"},
@@ -323,9 +398,10 @@ TEST_CASE("loop: restart from API state - an annotated unbound pod is redone, no
   h.finish();
 }
 
-TEST_CASE("loop: a pending pod left annotated by a dead attempt loses the annotations when it no longer fits",
-          "[loop]") {
-  Harness h;
+TEST_CASE("loop: a pending pod carrying an allocation nobody trusted wrote loses it when it no longer fits", "[loop]") {
+  // No device agent: `full` was admitted long before (an agent seeing it now would find no lock for it and
+  // reject it as kubelet would, freeing the card this test keeps full).
+  Harness h("hami", /*with_agent=*/false);
   h.api->put_node(make_node("gpu-0", "GPU-a"));
   // The card is full (a bound pod of another scheduler holds all its cores) ...
   auto full = make_pod("full", 1000, 100, "other-scheduler");
@@ -335,7 +411,8 @@ TEST_CASE("loop: a pending pod left annotated by a dead attempt loses the annota
                    {"hami.io/bind-phase", "success"},
                    {"hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,1000,100:;"}};
   h.api->put_pod(full);
-  // ... and `late` carries the allocation an earlier incarnation wrote before it died, never bound.
+  // ... and `late` carries an allocation, never bound (written by its author, or by an older gpuslice that patched
+  // before binding).
   auto late = make_pod("late", 20000, 30);
   late["metadata"].as_object()["annotations"] =
       json::object{{"hami.io/vgpu-node", "gpu-0"},
@@ -355,7 +432,73 @@ TEST_CASE("loop: a pending pod left annotated by a dead attempt loses the annota
   h.finish();
 }
 
-TEST_CASE("loop: a 409 on the annotation patch is re-decided and bound", "[loop]") {
+TEST_CASE("loop: one write per pod without the node lock - the Binding carries the allocation", "[loop]") {
+  Harness h("off", false);
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  h.api->put_pod(make_pod("p", 1000, 10));
+  h.start();
+  REQUIRE(h.run_until([&] { return !h.node_of("default/p").empty(); }));
+  // Nothing but the Binding touched the pod or a node (Events are not pod writes).
+  CHECK(std::count(h.api->calls.begin(), h.api->calls.end(), "bind default/p") == 1);
+  CHECK(std::none_of(h.api->calls.begin(), h.api->calls.end(), [](const std::string& c) {
+    return c.rfind("patch_pod", 0) == 0 || c.rfind("patch_node", 0) == 0;
+  }));
+  REQUIRE(h.api->binding_metadata.size() == 1);
+  const auto& sent = h.api->binding_metadata[0];
+  CHECK(sent.annotations.at("hami.io/vgpu-devices-to-allocate") == "GPU-a,NVIDIA,1000,10:;");
+  CHECK(sent.annotations.at("hami.io/bind-phase") == "allocating");
+  CHECK(sent.labels.at("hami.io/vgpu-node") == "gpu-0");
+  const auto& pod = h.api->pods.at("default/p");
+  CHECK(ann(pod, "hami.io/vgpu-devices-allocated") == "GPU-a,NVIDIA,1000,10:;");
+  CHECK(pod.at("metadata").at("labels").at("hami.io/vgpu-node") == "gpu-0");
+  h.finish();
+}
+
+TEST_CASE("loop: Events, conditions and labels take the side path; the bind path never waits for them", "[loop]") {
+  Harness h("hami", true, 600000ms, /*side_path=*/true);
+  h.api->copy_binding_labels = false;
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  for (int i = 1; i <= 4; ++i) {
+    h.api->put_pod(make_pod("share-" + std::to_string(i), 20000, 30));
+  }
+  h.start();
+  REQUIRE(h.run_until([&] {
+    int scheduled = 0, labels = 0;
+    for (const auto& c : h.side->calls) {
+      scheduled += c == "create_event Scheduled";
+      labels += c.rfind("patch_pod default/share-", 0) == 0;
+    }
+    return h.api->binds == 3 && scheduled == 3 && labels == 3 && h.quiet();
+  }));
+  for (const auto& c : h.side->calls) {
+    INFO(c);
+    CHECK((c.rfind("create_event ", 0) == 0 || c.rfind("patch_condition ", 0) == 0 ||
+           c.rfind("patch_pod default/share-", 0) == 0));
+  }
+  CHECK(std::count(h.side->calls.begin(), h.side->calls.end(), "create_event FailedScheduling") >= 1);
+  CHECK(std::count_if(h.side->calls.begin(), h.side->calls.end(),
+                      [](const std::string& c) { return c.rfind("patch_condition ", 0) == 0; }) == 1);
+  h.finish();
+}
+
+TEST_CASE("loop: an API server that does not copy a Binding's labels gets the vgpu-node label by a later patch",
+          "[loop]") {
+  Harness h("off", false);
+  h.api->copy_binding_labels = false;
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  h.api->put_pod(make_pod("p", 1000, 10));
+  h.start();
+  REQUIRE(h.run_until([&] {
+    const auto& pod = h.api->pods.at("default/p");
+    const auto* labels = pod.at("metadata").as_object().if_contains("labels");
+    return labels != nullptr && labels->as_object().contains("hami.io/vgpu-node");
+  }));
+  CHECK(h.api->pods.at("default/p").at("metadata").at("labels").at("hami.io/vgpu-node") == "gpu-0");
+  CHECK(std::count(h.api->calls.begin(), h.api->calls.end(), "patch_pod default/p") == 1);
+  h.finish();
+}
+
+TEST_CASE("loop: a 409 on removing forged annotations is re-decided and bound", "[loop]") {
   Harness h("off", false);
   int conflicts = 0;
   h.api->fault = [&](const std::string& call) -> std::optional<kube::ApiError> {
@@ -366,14 +509,70 @@ TEST_CASE("loop: a 409 on the annotation patch is re-decided and bound", "[loop]
     return std::nullopt;
   };
   h.api->put_node(make_node("gpu-0", "GPU-a"));
-  h.api->put_pod(make_pod("p", 1000, 10));
+  auto p = make_pod("p", 1000, 10);
+  p["metadata"].as_object()["annotations"] = json::object{{"hami.io/vgpu-mig-allocations", "forged"}};
+  h.api->put_pod(p);
   h.start();
   REQUIRE(h.run_until([&] { return !h.node_of("default/p").empty(); }));
   CHECK(conflicts == 2);
   CHECK(h.loop->stats().conflicts == 2);
+  CHECK(ann(h.api->pods.at("default/p"), "hami.io/vgpu-mig-allocations").empty());
   // With node lock off, the node is never patched.
   CHECK(std::none_of(h.api->calls.begin(), h.api->calls.end(),
                      [](const std::string& c) { return c.rfind("patch_node", 0) == 0; }));
+  h.finish();
+}
+
+TEST_CASE("loop: a Binding applied whose answer was lost counts as bound (the pod says so)", "[loop][node_lock]") {
+  Harness h("hami", false);
+  h.api->lose_answer = [](const std::string& call) { return call == "bind default/p"; };
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  h.api->put_pod(make_pod("p", 1000, 10));
+  h.start();
+  REQUIRE(h.run_until([&] { return h.loop->stats().scheduled == 1 && h.quiet(); }));
+  CHECK(h.api->binds == 1);
+  CHECK(h.loop->stats().errors == 0);
+  // The lock stays for the device plugin (no agent runs here): releasing it would fail the pod's Allocate.
+  CHECK(ann(h.api->nodes.at("gpu-0"), "hami.io/mutex.lock") == format_node_lock(h.wall_now, "default", "p"));
+  CHECK(std::find(h.api->calls.begin(), h.api->calls.end(), "get_pod default/p") != h.api->calls.end());
+  h.finish();
+}
+
+TEST_CASE("loop: a pod bound meanwhile by an earlier incarnation is counted where it is, not where we chose",
+          "[loop]") {
+  Harness h("off", false);
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  h.api->put_node(make_node("gpu-1", "GPU-b"));
+  h.api->put_pod(make_pod("p", 1000, 10));
+  std::string chosen;
+  h.api->fault = [&](const std::string& call) -> std::optional<kube::ApiError> {
+    if (call == "bind default/p" && chosen.empty()) {
+      // Just before our Binding lands, the pod turns out bound (with its own allocation) by someone else.
+      chosen = h.loop->snapshot().find_pod("default", "p")->gpu_node;
+      const std::string other = chosen == "gpu-0" ? "gpu-1" : "gpu-0";
+      const std::string uuid = other == "gpu-0" ? "GPU-a" : "GPU-b";
+      auto pod = h.api->pods.at("default/p");
+      pod["spec"].as_object()["nodeName"] = other;
+      pod["metadata"].as_object()["annotations"] =
+          json::object{{"hami.io/vgpu-node", other},
+                       {"hami.io/bind-phase", "allocating"},
+                       {"hami.io/vgpu-devices-allocated", uuid + ",NVIDIA,1000,10:;"},
+                       {"hami.io/vgpu-devices-to-allocate", uuid + ",NVIDIA,1000,10:;"}};
+      h.api->put_pod(pod);
+    }
+    return std::nullopt;
+  };
+  h.start();
+  REQUIRE(h.run_until([&] { return !chosen.empty() && h.quiet(); }));
+  h.io.run_for(100ms);
+  h.io.restart();
+  const std::string other = chosen == "gpu-0" ? "gpu-1" : "gpu-0";
+  CHECK(h.node_of("default/p") == other);
+  const PodRecord* rec = h.loop->snapshot().find_pod("default", "p");
+  REQUIRE(rec != nullptr);
+  CHECK(rec->gpu_node == other);
+  CHECK_FALSE(rec->assumed);
+  CHECK(h.api->binds == 0);
   h.finish();
 }
 
@@ -393,6 +592,11 @@ TEST_CASE("loop: a failed bind releases the lock and drops the assumption", "[lo
   REQUIRE(h.run_until([&] { return h.loop->stats().errors == 1 && h.loop->stats().locks_released == 1; }));
   CHECK(ann(h.api->nodes.at("gpu-0"), "hami.io/mutex.lock").empty());
   CHECK(h.loop->stats().locks_released == 1);
+  // Nothing was left on the pod, and it says why it is not bound, as kube-scheduler does.
+  CHECK(ann(h.api->pods.at("default/p"), "hami.io/vgpu-node").empty());
+  REQUIRE(h.run_until([&] { return !h.api->conditions.empty(); }));
+  CHECK(h.api->conditions.back().second.reason == "SchedulerError");
+  CHECK(h.api->conditions.back().second.message == "binding rejected: 500 InternalError: etcd hiccup");
   // Retried after its backoff and bound.
   REQUIRE(h.run_until([&] { return !h.node_of("default/p").empty(); }));
   h.finish();
@@ -446,7 +650,7 @@ TEST_CASE("loop: a lock held by an unbound owner (HAMi's scheduler mid-bind) is 
   h.api->put_pod(owner);
   h.api->put_pod(make_pod("p", 1000, 10));
   h.start();
-  REQUIRE(h.run_until([&] { return ann(h.api->pods.at("default/p"), "hami.io/vgpu-node") == "gpu-0"; }));
+  REQUIRE(h.run_until([&] { return h.loop->binds_in_flight() == 1; }));
   h.io.run_for(200ms);
   h.io.restart();
   CHECK(h.node_of("default/p").empty());
@@ -458,6 +662,27 @@ TEST_CASE("loop: a lock held by an unbound owner (HAMi's scheduler mid-bind) is 
   owner["metadata"].as_object()["annotations"].as_object()["hami.io/bind-phase"] = "success";
   h.api->put_pod(owner);
   REQUIRE(h.run_until([&] { return !h.node_of("default/p").empty(); }));
+  h.finish();
+}
+
+TEST_CASE("loop: a lock left by an unbound pod of ours is taken over once past the abandon grace",
+          "[loop][node_lock]") {
+  Harness h("hami", /*with_agent=*/false);
+  auto node = make_node("gpu-0", "GPU-a");
+  node["metadata"].as_object()["annotations"].as_object()["hami.io/mutex.lock"] =
+      format_node_lock(h.wall_now - 10s, "default", "stuck");
+  h.api->put_node(node);
+  // `stuck` is ours, unbound and fits nowhere now (a bind of it that took the lock ended without binding).
+  h.api->put_pod(make_pod("stuck", 90000, 10));
+  h.api->put_pod(make_pod("p", 1000, 10));
+  h.start();
+  REQUIRE(h.run_until([&] { return h.loop->binds_in_flight() == 1; }));
+  h.io.run_for(300ms);
+  h.io.restart();
+  CHECK(h.node_of("default/p").empty());  // within the grace: a previous leader's Binding might still land
+  h.wall_now += 51s;                      // the lock is now 61 s old, past kAbandonedLockGrace (60 s)
+  REQUIRE(h.run_until([&] { return !h.node_of("default/p").empty(); }));
+  CHECK(ann(h.api->nodes.at("gpu-0"), "hami.io/mutex.lock") == format_node_lock(h.wall_now, "default", "p"));
   h.finish();
 }
 

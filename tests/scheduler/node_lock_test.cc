@@ -150,6 +150,9 @@ TEST_CASE("pod brief: uid, nodeName, vgpu-node, bind-phase and phase; absent or 
   CHECK(b.vgpu_node == "gpu-0");
   CHECK(b.bind_phase == "allocating");
   CHECK(b.phase == "Pending");
+  CHECK(b.scheduler_name.empty());
+  auto named = json::parse(R"({"spec":{"schedulerName":"gpuslice-scheduler"}})").as_object();
+  CHECK(brief_of(named).scheduler_name == "gpuslice-scheduler");
 
   PodBrief empty = brief_of(json::object{});
   CHECK(empty.uid.empty());
@@ -196,4 +199,61 @@ TEST_CASE("lock owner: only what is provable frees a lock; any unbound owner may
     CHECK(classify_lock_owner(c.owner, "gpu-0", c.binding_now) == c.want);
   }
   CHECK(classify_lock_owner(std::nullopt, "gpu-0", false) == S::deleted);
+}
+
+TEST_CASE("lock owner: an unbound pod of our own schedulerName that we are not binding has abandoned it",
+          "[node_lock]") {
+  using S = LockOwnerState;
+  PodBrief ours{"u", "", "", "", "Pending", "gpuslice-scheduler"};
+  PodBrief hami{"u", "", "gpu-0", "", "Pending", "hami-scheduler"};
+  // Only the caller that binds every pod of that schedulerName (and is not binding this one) can say so.
+  CHECK(classify_lock_owner(ours, "gpu-0", false, "gpuslice-scheduler") == S::abandoned);
+  CHECK(classify_lock_owner(ours, "gpu-0", true, "gpuslice-scheduler") == S::active);
+  CHECK(classify_lock_owner(ours, "gpu-0", false) == S::active);
+  // Another scheduler's pod may be between its lock and its bind.
+  CHECK(classify_lock_owner(hami, "gpu-0", false, "gpuslice-scheduler") == S::active);
+  // Bound: the usual rules, whoever scheduled it.
+  PodBrief bound = ours;
+  bound.node_name = "gpu-0";
+  bound.bind_phase = "allocating";
+  CHECK(classify_lock_owner(bound, "gpu-0", false, "gpuslice-scheduler") == S::active);
+  bound.node_name = "gpu-1";
+  CHECK(classify_lock_owner(bound, "gpu-0", false, "gpuslice-scheduler") == S::allocation_over);
+}
+
+TEST_CASE("an abandoned lock is taken over only after the grace (a previous leader's Binding may still land)",
+          "[node_lock]") {
+  const auto value = format_node_lock(kNow - 20s, "ns", "q");
+  auto d = decide_node_lock("gpu-1", value, "ns", "p", kNow, kTimeout, LockOwnerState::abandoned, 60s);
+  CHECK(d.action == LockAction::contention);
+  CHECK(d.expires_in == 40s);  // the grace ends before the timeout does
+  auto later = decide_node_lock("gpu-1", value, "ns", "p", kNow + 40s, kTimeout, LockOwnerState::abandoned, 60s);
+  CHECK(later.action == LockAction::take_owner_gone);
+  CHECK(later.reason.find("abandoned") != std::string::npos);
+  // The default grace is kAbandonedLockGrace.
+  CHECK(decide_node_lock("gpu-1", value, "ns", "p", kNow + 39s, kTimeout, LockOwnerState::abandoned).action ==
+        LockAction::contention);
+  CHECK(decide_node_lock("gpu-1", value, "ns", "p", kNow + 40s, kTimeout, LockOwnerState::abandoned).action ==
+        LockAction::take_owner_gone);
+}
+
+TEST_CASE(
+    "lock owner: bound here with every device entry consumed can no longer allocate (the plugin's success "
+    "write was lost)",
+    "[node_lock]") {
+  auto pod = json::parse(R"({"metadata":{"annotations":{"hami.io/vgpu-node":"gpu-0","hami.io/bind-phase":"allocating",
+      "hami.io/vgpu-devices-to-allocate":";"}},"spec":{"nodeName":"gpu-0"},"status":{"phase":"Pending"}})")
+                 .as_object();
+  PodBrief b = brief_of(pod);
+  CHECK(b.devices_consumed);
+  CHECK(classify_lock_owner(b, "gpu-0", false) == LockOwnerState::allocation_over);
+  // An entry left to allocate: still active.
+  pod["metadata"].as_object()["annotations"].as_object()["hami.io/vgpu-devices-to-allocate"] =
+      ";GPU-a,NVIDIA,1000,10:;";
+  b = brief_of(pod);
+  CHECK_FALSE(b.devices_consumed);
+  CHECK(classify_lock_owner(b, "gpu-0", false) == LockOwnerState::active);
+  // No annotation at all (another vendor, or not written yet): not judged consumed.
+  pod["metadata"].as_object()["annotations"].as_object().erase("hami.io/vgpu-devices-to-allocate");
+  CHECK_FALSE(brief_of(pod).devices_consumed);
 }

@@ -5,7 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <random>
+#include <set>
+#include <string_view>
 
 using namespace gpuslice::scheduler;
 using namespace gpuslice::scheduler::testing;
@@ -426,6 +429,33 @@ TEST_CASE("node policy: binpack picks the most used node, spread the least - per
   CHECK(decide(s, p, spread).node == "n2");
   // binpack skips a full node and takes the next most used.
   CHECK(decide(s, gpu_pod("p", "1", "50000", "1")).node == "n3");
+}
+
+TEST_CASE("lock-aware choice: a busy first choice gives way to the next node in policy order, boundedly",
+          "[schedule][score]") {
+  Snapshot s;
+  for (const char* n : {"n1", "n2", "n3", "n4"}) {
+    REQUIRE(s.upsert_node(node({.name = n, .cards = {card(std::string("GPU-") + n)}})).ok());
+  }
+  // binpack order: n2 (most used), n3, then the empty ones.
+  REQUIRE(s.upsert_pod(placed_pod("u2", "n2", "GPU-n2,NVIDIA,40000,50:;")).ok());
+  REQUIRE(s.upsert_pod(placed_pod("u3", "n3", "GPU-n3,NVIDIA,10000,10:;")).ok());
+  std::set<std::string, std::less<>> busy_nodes;
+  std::function<bool(std::string_view)> busy = [&](std::string_view n) { return busy_nodes.count(n) != 0; };
+  ScheduleOptions o;
+  o.busy = &busy;
+  CHECK(decide(s, gpu_pod("p", "1", "100", "1"), o).node == "n2");  // nothing busy: the policy's choice
+  busy_nodes = {"n2"};
+  CHECK(decide(s, gpu_pod("p", "1", "100", "1"), o).node == "n3");
+  busy_nodes = {"n2", "n3"};
+  CHECK(decide(s, gpu_pod("p", "1", "100", "1"), o).node != "n2");
+  // Every node busy: the policy's first choice stands (the pod queues on its lock).
+  busy_nodes = {"n1", "n2", "n3", "n4"};
+  CHECK(decide(s, gpu_pod("p", "1", "100", "1"), o).node == "n2");
+  // Looking ahead is bounded: with a lookahead of 1 a busy first choice stays.
+  busy_nodes = {"n2"};
+  o.busy_lookahead = 1;
+  CHECK(decide(s, gpu_pod("p", "1", "100", "1"), o).node == "n2");
 }
 
 TEST_CASE("card policy: spread picks the least used card, binpack the most used - per-pod override",

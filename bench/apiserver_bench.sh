@@ -14,7 +14,10 @@
 #
 # Binding is observed from a watch on the API server (bench/apiserver_watch.py), never from scheduler logs.
 #
-#   bench/apiserver_bench.sh [--pods 2000] [--nodes 200] [--samples 7] [--node-lock hami|off] [--reuse | --fresh] [--keep]
+#   bench/apiserver_bench.sh [--pods 2000] [--nodes 200] [--samples 7] [--runs 1] [--node-lock hami|off] [--qps N]
+#                            [--reuse | --fresh] [--keep]
+#     --runs N  repeat steps 1 and 2 N times, interleaved (gpuslice, kube-scheduler, gpuslice, ...), each on fresh
+#              pods (the previous run's deleted first); the report gives every run, the medians and the spread
 #     --node-lock  gpuslice's scheduler.nodeLock for this run (default: the lab's configuration, hami): written into
 #              the lab's generated $STATE/tenant-a/gpuslice-config.yaml, restored at the end
 #     --qps N  client QPS (burst 2N) for BOTH schedulers (default: their defaults, 50 / burst 100 for both)
@@ -43,7 +46,7 @@ if [[ -z ${GPUSLICE_BIN:-} && -x $REPO/build/bench/cmd/gpuslice ]]; then export 
 STATE=$GPUSLICE_LAB_STATE
 BIN=$("$REPO/lab/build-tools.sh" --print-bin)
 WATCH=$BENCH_DIR/apiserver_watch.py
-PODS=2000 NODES=200 SAMPLES=7 MODE=ask KEEP=false NODE_LOCK="" QPS=""
+PODS=2000 NODES=200 SAMPLES=7 RUNS=1 MODE=ask KEEP=false NODE_LOCK="" QPS=""
 NS=gpuslice-bench
 KS_NAME=bench-kube-scheduler
 GS_NAME=gpuslice-scheduler
@@ -55,15 +58,17 @@ while (($#)); do
     --pods) PODS=$2; shift 2 ;;
     --nodes) NODES=$2; shift 2 ;;
     --samples) SAMPLES=$2; shift 2 ;;
+    --runs) RUNS=$2; shift 2 ;;
     --reuse) MODE=reuse; shift ;;
     --fresh) MODE=fresh; shift ;;
     --keep) KEEP=true; shift ;;
     --node-lock) NODE_LOCK=$2; shift 2 ;;
     --qps) QPS=$2; shift 2 ;;
-    *) echo "usage: $0 [--pods N] [--nodes N] [--samples N] [--node-lock hami|off] [--reuse|--fresh] [--keep]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--pods N] [--nodes N] [--samples N] [--runs N] [--node-lock hami|off] [--qps N] [--reuse|--fresh] [--keep]" >&2; exit 2 ;;
   esac
 done
-[[ $PODS =~ ^[0-9]+$ && $NODES =~ ^[0-9]+$ && $SAMPLES =~ ^[0-9]+$ ]] || { echo "numbers, please" >&2; exit 2; }
+[[ $PODS =~ ^[0-9]+$ && $NODES =~ ^[0-9]+$ && $SAMPLES =~ ^[0-9]+$ && $RUNS =~ ^[1-9][0-9]*$ ]] ||
+  { echo "--pods/--nodes/--samples: numbers; --runs: a number >= 1" >&2; exit 2; }
 [[ -z $NODE_LOCK || $NODE_LOCK == hami || $NODE_LOCK == off ]] || { echo "--node-lock: hami or off" >&2; exit 2; }
 [[ -z $QPS || $QPS =~ ^[0-9]+$ ]] || { echo "--qps: a number" >&2; exit 2; }
 
@@ -175,22 +180,11 @@ wait_watch() {
   return $rc
 }
 
-# ---- 1. gpuslice ------------------------------------------------------------------------------------------
-log "1/3 gpuslice: $PODS GPU pods on $all_nodes nodes"
-"$LAB" stop a gpuslice
-gpu_pods gpu "$PODS" >"$WORK/gpu-pods.yaml"
-create_many "$WORK/gpu-pods.yaml"
-start_watch bench=gpu "$PODS" "$WORK/gpu.events"
-GS_START=$(now)
-"$LAB" start a gpuslice
-wait_watch || die "gpuslice bound $(cut -f3 "$WORK/gpu.events" | sort -u | wc -l) / $PODS pods within ${BIND_TIMEOUT}s (lab.sh logs a gpuslice)"
-GS=$(python3 "$WATCH" throughput --events "$WORK/gpu.events" --start "$GS_START" --pods "$PODS")
-log "  gpuslice: $GS"
-
-# ---- 2. kube-scheduler ------------------------------------------------------------------------------------
-log "2/3 kube-scheduler ($KS_NAME): $PODS plain pods"
-plain_pods plain "$PODS" >"$WORK/plain-pods.yaml"
-create_many "$WORK/plain-pods.yaml"
+# ---- 1. and 2., RUNS times ----------------------------------------------------------------------------------
+delete_run_pods() {  # PREFIX: the pods of one run, grace 0, until none is left
+  python3 "$WATCH" delete-pods --kubeconfig "$KCFG" --namespace "$NS" --selector "bench=$1" --prefix "$1-" \
+    --count "$PODS" >/dev/null 2>"$WORK/delete-$1.log" || die "deleting the pods of $1: $(cat "$WORK/delete-$1.log")"
+}
 cat >"$WORK/kube-scheduler.yaml" <<EOF
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -198,15 +192,40 @@ clientConnection: {kubeconfig: $KCFG${QPS:+, qps: $QPS, burst: $((2 * ${QPS:-0})
 leaderElection: {leaderElect: false}
 profiles: [{schedulerName: $KS_NAME}]
 EOF
-start_watch bench=plain "$PODS" "$WORK/plain.events"
-KS_START=$(now)
-"$BIN/kube-scheduler" --config="$WORK/kube-scheduler.yaml" --bind-address=127.0.0.1 --secure-port=0 \
-  >"$WORK/kube-scheduler.log" 2>&1 &
-KS_PID=$!
-wait_watch || die "kube-scheduler bound too few pods within ${BIND_TIMEOUT}s ($WORK/kube-scheduler.log)"
-kill "$KS_PID" 2>/dev/null; wait "$KS_PID" 2>/dev/null || true; KS_PID=""
-KS=$(python3 "$WATCH" throughput --events "$WORK/plain.events" --start "$KS_START" --pods "$PODS")
-log "  kube-scheduler: $KS"
+GS_RUNS=() KS_RUNS=()
+for ((run = 1; run <= RUNS; run++)); do
+  # 1. gpuslice
+  log "1/3 run $run/$RUNS gpuslice: $PODS GPU pods on $all_nodes nodes"
+  "$LAB" stop a gpuslice
+  gpu_pods "gpu$run" "$PODS" >"$WORK/gpu-pods.yaml"
+  create_many "$WORK/gpu-pods.yaml"
+  start_watch "bench=gpu$run" "$PODS" "$WORK/gpu$run.events"
+  GS_START=$(now)
+  "$LAB" start a gpuslice
+  wait_watch || die "gpuslice bound $(cut -f3 "$WORK/gpu$run.events" | sort -u | wc -l) / $PODS pods within ${BIND_TIMEOUT}s (lab.sh logs a gpuslice)"
+  GS=$(python3 "$WATCH" throughput --events "$WORK/gpu$run.events" --start "$GS_START" --pods "$PODS")
+  GS_RUNS+=("$GS")
+  log "  gpuslice: $GS"
+  delete_run_pods "gpu$run"
+
+  # 2. kube-scheduler
+  log "2/3 run $run/$RUNS kube-scheduler ($KS_NAME): $PODS plain pods"
+  plain_pods "plain$run" "$PODS" >"$WORK/plain-pods.yaml"
+  create_many "$WORK/plain-pods.yaml"
+  start_watch "bench=plain$run" "$PODS" "$WORK/plain$run.events"
+  KS_START=$(now)
+  "$BIN/kube-scheduler" --config="$WORK/kube-scheduler.yaml" --bind-address=127.0.0.1 --secure-port=0 \
+    >"$WORK/kube-scheduler-$run.log" 2>&1 &
+  KS_PID=$!
+  wait_watch || die "kube-scheduler bound too few pods within ${BIND_TIMEOUT}s ($WORK/kube-scheduler-$run.log)"
+  kill "$KS_PID" 2>/dev/null; wait "$KS_PID" 2>/dev/null || true; KS_PID=""
+  KS=$(python3 "$WATCH" throughput --events "$WORK/plain$run.events" --start "$KS_START" --pods "$PODS")
+  KS_RUNS+=("$KS")
+  log "  kube-scheduler: $KS"
+  delete_run_pods "plain$run"
+done
+GS=$(printf '%s\n' "${GS_RUNS[@]}" | python3 -c 'import json, sys; print(json.dumps([json.loads(l) for l in sys.stdin]))')
+KS=$(printf '%s\n' "${KS_RUNS[@]}" | python3 -c 'import json, sys; print(json.dumps([json.loads(l) for l in sys.stdin]))')
 
 # ---- 3. freed slice -> pending bound ----------------------------------------------------------------------
 log "3/3 freed slice -> pending pod bound: $SAMPLES samples on node $LAT_NODE (one A100, 100 cores)"
@@ -236,19 +255,33 @@ LAT=$(python3 "$WATCH" latency --events "$WORK/latency.events" --pairs "$pairs")
 # ---- report -----------------------------------------------------------------------------------------------
 python3 - "$GS" "$KS" "$LAT" "$PODS" "$all_nodes" "$LOCK_MODE" "${QPS:-50 (defaults)}" <<'PY'
 import json, sys, statistics
-gs, ks, lat = (json.loads(x) for x in sys.argv[1:4])
+gs_runs, ks_runs, lat = (json.loads(x) for x in sys.argv[1:4])
 pods, nodes, lock, qps = sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
-print(f"\nclient QPS (both schedulers): {qps}")
+print(f"\nclient QPS (both schedulers): {qps}; {len(gs_runs)} run(s), interleaved")
 def f(x, d=1): return "-" if x is None else f"{x:.{d}f}"
+def ratio(g, k, key): return g[key] / k[key] if g.get(key) and k.get(key) else None
+def cell(xs, d=1):
+    xs = [x for x in xs if x is not None]
+    if not xs: return "-"
+    m = statistics.median(xs)
+    return f"**{m:.{d}f}**" + (f" ({min(xs):.{d}f}-{max(xs):.{d}f})" if len(xs) > 1 else "")
 print(f"\n| {pods} pods, {nodes} nodes | gpuslice (GPU pods, nodeLock {lock}) | kube-scheduler (plain pods) | ratio |")
 print("|---|---|---|---|")
-print(f"| bound | {gs['bound']} | {ks['bound']} | |")
-print(f"| scheduler start -> all bound (s) | {f(gs.get('start_to_all_s'))} | {f(ks.get('start_to_all_s'))} | |")
-print(f"| first -> last bind (s) | {f(gs.get('first_to_last_s'))} | {f(ks.get('first_to_last_s'))} | |")
-r1 = gs['pods_per_s_start'] / ks['pods_per_s_start'] if gs.get('pods_per_s_start') and ks.get('pods_per_s_start') else None
-r2 = gs['pods_per_s_steady'] / ks['pods_per_s_steady'] if gs.get('pods_per_s_steady') and ks.get('pods_per_s_steady') else None
-print(f"| pods/s incl. start-up and sync | {f(gs.get('pods_per_s_start'))} | {f(ks.get('pods_per_s_start'))} | {f(r1, 2)} |")
-print(f"| pods/s first -> last bind | {f(gs.get('pods_per_s_steady'))} | {f(ks.get('pods_per_s_steady'))} | {f(r2, 2)} |")
+print(f"| bound | {' / '.join(str(g['bound']) for g in gs_runs)} | {' / '.join(str(k['bound']) for k in ks_runs)} | |")
+rows = [("scheduler start -> all bound (s)", "start_to_all_s", False),
+        ("first -> last bind (s)", "first_to_last_s", False),
+        ("pods/s incl. start-up and sync", "pods_per_s_start", True),
+        ("pods/s first -> last bind", "pods_per_s_steady", True)]
+for label, key, with_ratio in rows:
+    r = cell([ratio(g, k, key) for g, k in zip(gs_runs, ks_runs)], 2) if with_ratio else ""
+    print(f"| {label} | {cell([g.get(key) for g in gs_runs])} | {cell([k.get(key) for k in ks_runs])} | {r} |")
+if len(gs_runs) > 1:
+    print("\nmedian in bold, (min-max) over the runs; a ratio is taken per run (gpuslice's run i against"
+          " kube-scheduler's run i, which followed it), then its median.")
+    for i, (g, k) in enumerate(zip(gs_runs, ks_runs), 1):
+        print(f"- run {i}: gpuslice {f(g.get('pods_per_s_steady'))} pods/s, kube-scheduler "
+              f"{f(k.get('pods_per_s_steady'))} pods/s (first -> last bind), ratio "
+              f"{f(ratio(g, k, 'pods_per_s_steady'), 2)}")
 ls = [s['latency_s'] for s in lat if s['latency_s'] is not None]
 if ls:
     print(f"\nfreed slice -> pending pod bound (gpuslice, nodeLock {lock}, {len(ls)} samples): "

@@ -592,10 +592,11 @@ awaitable<ApiResult<ListPage>> Client::list_page(std::string path, ListOptions o
   co_return std::move(*page);
 }
 
-awaitable<ApiResult<ListPage>> Client::list(std::string path, ListOptions options) {
+awaitable<ApiResult<std::string>> Client::list_pages(std::string path, ListOptions options, ListPageHandler on_page) {
   auto self = shared_from_this();
   bool restarted = false;
-  ListPage all;
+  bool first = true;
+  std::string resource_version;
   ListOptions page_options = options;
   for (;;) {
     auto page = co_await list_page(path, page_options);
@@ -603,27 +604,51 @@ awaitable<ApiResult<ListPage>> Client::list(std::string path, ListOptions option
       // The snapshot behind a continue token expired (410): start over once from a fresh first page.
       if (page.error().is_gone() && !page_options.continue_token.empty() && !restarted) {
         restarted = true;
-        all = ListPage{};
+        first = true;
+        resource_version.clear();
         page_options = options;
         continue;
       }
       co_return page.error();
     }
-    if (all.resource_version.empty()) {
-      all.resource_version = page->resource_version;
-      all.kind = page->kind;
+    if (first) {
+      resource_version = page->resource_version;
     }
-    for (auto& item : page->items) {
-      all.items.push_back(std::move(item));
+    if (options.limit <= 0) {
+      page->continue_token.clear();  // no paging asked for: whatever the server says, this is the whole list
     }
-    if (page->continue_token.empty() || options.limit <= 0) {
+    const bool last = page->continue_token.empty();
+    std::string next = page->continue_token;
+    on_page(*page, first);
+    first = false;
+    if (last) {
       break;
     }
-    page_options.continue_token = page->continue_token;
+    page_options.continue_token = std::move(next);
     // resourceVersion must not be combined with continue (the token encodes the snapshot).
     page_options.resource_version.clear();
     page_options.resource_version_match.clear();
   }
+  co_return resource_version;
+}
+
+awaitable<ApiResult<ListPage>> Client::list(std::string path, ListOptions options) {
+  ListPage all;
+  // A named handler, not a temporary inside the co_await expression (g++-12, see client.h).
+  ListPageHandler collect = [&all](ListPage& page, bool first) {
+    if (first) {
+      all = ListPage{};
+      all.kind = page.kind;
+    }
+    for (auto& item : page.items) {
+      all.items.push_back(std::move(item));
+    }
+  };
+  auto rv = co_await list_pages(std::move(path), std::move(options), std::move(collect));
+  if (!rv) {
+    co_return rv.error();
+  }
+  all.resource_version = std::move(*rv);
   co_return all;
 }
 

@@ -172,6 +172,14 @@ class Client : public std::enable_shared_from_this<Client> {
   /// list's consistent snapshot). A 410 on a continue token (expired snapshot) restarts from the first page
   /// once, then is returned as an error.
   boost::asio::awaitable<ApiResult<ListPage>> list(std::string collection_path, ListOptions options = ListOptions());
+  /// The same pages, handed to `on_page` one at a time as they arrive, so a large list never exists whole in
+  /// memory (40,000 decoded pods are a few hundred MB). `first` is true for the first page of a pass: a 410 on a
+  /// continue token restarts from the first page once, and the handler must then forget the pages it had (as
+  /// for a fresh list). `page.continue_token.empty()` marks the last page. The handler may move the items out.
+  /// Returns the list's resourceVersion (the first page's: the consistent snapshot every page belongs to).
+  using ListPageHandler = std::function<void(ListPage& page, bool first)>;
+  boost::asio::awaitable<ApiResult<std::string>> list_pages(std::string collection_path, ListOptions options,
+                                                            ListPageHandler on_page);
 
   /// Watches until the server closes, 410, the handler stops, cancellation, or an error (transport,
   /// timeout, 4xx/5xx other than 410, an over-long line, a non-410 ERROR event). Deadline: timeout_seconds +

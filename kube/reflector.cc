@@ -85,11 +85,33 @@ asio::awaitable<void> Reflector::run() {
     lo.label_selector = options_.label_selector;
     lo.field_selector = options_.field_selector;
     lo.limit = options_.page_size;
-    auto list = co_await client_->list(path, lo);
+    // Each page goes to the handler as it arrives (and is freed after it): the list never exists whole.
+    int64_t listed = 0;
+    Client::ListPageHandler deliver = [this, &listed](ListPage& page, bool first) {
+      if (first) {
+        listed = 0;
+      }
+      listed += static_cast<int64_t>(page.items.size());
+      for (auto& item : page.items) {
+        strip_managed_fields(item);
+      }
+      ReflectorEvent ev;
+      ev.type = ReflectorEventType::relisted;
+      ev.items = &page.items;
+      ev.resource_version = page.resource_version;
+      ev.relist_begins = first;
+      ev.relist_complete = page.continue_token.empty();
+      if (!stopped_) {
+        handler_(ev);
+      }
+      std::vector<boost::json::object>().swap(page.items);
+    };
+    auto list = co_await client_->list_pages(path, lo, std::move(deliver));
     if (stopped_) {
       break;
     }
     if (!list) {
+      // A list that fails after some pages were delivered is retried from its first page (relist_begins).
       const auto delay = backoff.next();
       log::warning("reflector list failed", {{"reflector", options_.name},
                                              {"error", list.error().to_string()},
@@ -100,23 +122,10 @@ asio::awaitable<void> Reflector::run() {
       continue;
     }
     ++relists_;
-    last_rv_ = list->resource_version;
+    last_rv_ = *list;
     synced_ = true;
-    const auto listed = static_cast<int64_t>(list->items.size());
-    for (auto& item : list->items) {
-      strip_managed_fields(item);
-    }
-    {
-      ReflectorEvent ev;
-      ev.type = ReflectorEventType::relisted;
-      ev.items = &list->items;
-      ev.resource_version = last_rv_;
-      handler_(ev);
-    }
-    // The handler has copied what it keeps: the list (at 40,000 pods a few hundred MB of JSON objects) must not
-    // live on through the watch below, and its pages go back to the system now instead of staying in the heap.
-    std::vector<boost::json::object>().swap(list->items);
 #if defined(__GLIBC__)
+    // The decoded pages are freed; give their memory back to the system instead of leaving it in the heap.
     malloc_trim(0);
 #endif
     log::info("reflector listed", {{"reflector", options_.name}, {"items", listed}, {"resourceVersion", last_rv_}}, 2);

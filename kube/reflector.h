@@ -28,30 +28,49 @@ enum class ReflectorEventType {
   modified,
   deleted,
   bookmark,  ///< only the resourceVersion advanced (object holds just metadata.resourceVersion)
-  relisted,  ///< a full list: `items` is the complete current state; replace the cache with it. The first
-             ///< list is delivered this way too.
+  relisted,  ///< one page of a full list: `items` is that page. The pages of one list come in order, the first
+             ///< with `relist_begins`, the last with `relist_complete`; together they are the complete current
+             ///< state, so on the last page remove what no page of this list had. The first list is delivered
+             ///< this way too. Pages are delivered as they arrive, so a large list never exists whole.
 };
 const char* reflector_event_type_name(ReflectorEventType t);
 
 struct ReflectorEvent {
   ReflectorEventType type = ReflectorEventType::added;
   const boost::json::object* object = nullptr;              ///< added/modified/deleted/bookmark; valid during the call
-  const std::vector<boost::json::object>* items = nullptr;  ///< relisted only; valid during the call
+  const std::vector<boost::json::object>* items = nullptr;  ///< relisted only: this page; valid during the call
   std::string resource_version;                             ///< the event's or the list's resourceVersion
+  bool relist_begins = true;    ///< relisted: the first page of a list (forget what the previous list's pages said)
+  bool relist_complete = true;  ///< relisted: the last page (the list is whole: remove what it did not contain)
 };
 
-/// Applies a reflector event to a store whose keys are kept in `known`: added/modified call `upsert(object)`
-/// (which inserts its key into `known`), deleted erases the key and calls `remove(key)`, relisted upserts every
-/// item and removes every known key the list no longer has. Returns false for a bookmark (nothing changed).
-/// `key_of(object)` gives an object's key. Keys, key_of, upsert and remove are the caller's.
+/// The keys a store holds (`known`) and, while a paged list is being delivered, the keys its pages had so far.
+template <class Key>
+struct KeyedSet {
+  std::set<Key> known;
+  std::set<Key> listed;  ///< between a list's first and last page
+};
+
+/// Applies a reflector event to a store whose keys are kept in `keys.known`: added/modified call
+/// `upsert(object)` (which inserts its key into `keys.known`), deleted erases the key and calls `remove(key)`,
+/// relisted upserts every item of the page and, on the list's last page, removes every known key no page of the
+/// list had. Returns false for a bookmark (nothing changed). `key_of(object)` gives an object's key. Keys,
+/// key_of, upsert and remove are the caller's.
 template <class Key, class KeyOf, class Upsert, class Remove>
-bool apply_keyed(const ReflectorEvent& event, std::set<Key>& known, KeyOf key_of, Upsert upsert, Remove remove) {
+bool apply_keyed(const ReflectorEvent& event, KeyedSet<Key>& keys, KeyOf key_of, Upsert upsert, Remove remove) {
+  std::set<Key>& known = keys.known;
   switch (event.type) {
     case ReflectorEventType::relisted: {
-      std::set<Key> seen;
+      std::set<Key>& seen = keys.listed;
+      if (event.relist_begins) {
+        seen.clear();
+      }
       for (const auto& item : *event.items) {
         seen.insert(key_of(item));
         upsert(item);
+      }
+      if (!event.relist_complete) {
+        return true;
       }
       for (auto it = known.begin(); it != known.end();) {
         if (seen.count(*it) == 0) {
@@ -62,6 +81,7 @@ bool apply_keyed(const ReflectorEvent& event, std::set<Key>& known, KeyOf key_of
           ++it;
         }
       }
+      seen.clear();
       return true;
     }
     case ReflectorEventType::added:

@@ -13,6 +13,10 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/serialize.hpp>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <mutex>
 
@@ -197,10 +201,17 @@ void SchedulingLoop::on_pod_event(const kube::ReflectorEvent& event) {
   using T = kube::ReflectorEventType;
   switch (event.type) {
     case T::relisted: {
-      std::set<std::string> seen;
+      // A page of a list: what no page of the whole list had is gone, decided on its last page.
+      std::set<std::string>& seen = relist_pods_;
+      if (event.relist_begins) {
+        seen.clear();
+      }
       for (const auto& item : *event.items) {
         seen.insert(kube::namespace_of(item) + "/" + kube::name_of(item));
         apply_pod(item, false);
+      }
+      if (!event.relist_complete) {
+        break;
       }
       std::vector<std::pair<std::string, std::string>> gone;
       for (const auto& [key, brief] : briefs_) {
@@ -214,6 +225,7 @@ void SchedulingLoop::on_pod_event(const kube::ReflectorEvent& event) {
           gone.emplace_back(rec.ns, rec.name);
         }
       });
+      std::set<std::string>().swap(seen);
       for (const auto& [ns, name] : gone) {
         boost::json::object stub{{"metadata", boost::json::object{{"namespace", ns}, {"name", name}}}};
         apply_pod(stub, true);
@@ -274,7 +286,8 @@ void SchedulingLoop::apply_pod(const boost::json::object& pod, bool deleted) {
       return;  // we bound it a moment ago; this event predates the binding
     }
     auto [it, inserted] = pending_.try_emplace(key);
-    it->second.object = pod;
+    it->second.text = boost::json::serialize(pod);
+    note_pending(it->second, pod);
     if (inserted) {
       it->second.first_seen = now;
     }
@@ -351,10 +364,16 @@ void SchedulingLoop::on_node_event(const kube::ReflectorEvent& event) {
   using T = kube::ReflectorEventType;
   switch (event.type) {
     case T::relisted: {
-      std::set<std::string> seen;
+      std::set<std::string>& seen = relist_nodes_;
+      if (event.relist_begins) {
+        seen.clear();
+      }
       for (const auto& item : *event.items) {
         seen.insert(kube::name_of(item));
         apply_node(item, false);
+      }
+      if (!event.relist_complete) {
+        break;
       }
       std::vector<std::string> gone;
       for (const auto& [name, fingerprint] : nodes_) {
@@ -362,6 +381,7 @@ void SchedulingLoop::on_node_event(const kube::ReflectorEvent& event) {
           gone.push_back(name);
         }
       }
+      std::set<std::string>().swap(seen);
       for (const auto& name : gone) {
         apply_node(boost::json::object{{"metadata", boost::json::object{{"name", name}}}}, true);
       }
@@ -413,7 +433,7 @@ void SchedulingLoop::on_quota_event(const kube::ReflectorEvent& event) {
   using Key = std::pair<std::string, std::string>;
   auto key_of = [](const boost::json::object& q) { return Key{kube::namespace_of(q), kube::name_of(q)}; };
   auto upsert = [&](const boost::json::object& q) {
-    quotas_.insert(key_of(q));
+    quotas_.known.insert(key_of(q));
     if (auto st = snapshot_.upsert_quota(q); !st) {
       log::warning("resource quota ignored", {{"error", st.message()}});
     }
@@ -473,7 +493,7 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
   }
   const auto now = options_.clock.steady();
   const auto wall = options_.clock.wall();
-  const boost::json::object& pod = it->second.object;
+  const boost::json::object pod = it->second.object();
   auto info = parse_pod(pod, options_.devices);
   if (!info) {
     ++stats_.unschedulable;
@@ -724,8 +744,9 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
       if (auto pit = pending_.find(key); pit != pending_.end() && !failure.empty() && !stopped_ && active_) {
         // kube-scheduler's handleSchedulingFailure for a failed bind: PodScheduled=False/SchedulerError and a
         // FailedScheduling Event with the error; HAMi's BindingFailed Event as HAMi's scheduler writes it.
-        reporter_.scheduler_error(key, pit->second.object, failure);
-        reporter_.event(pit->second.object, "BindingFailed", "Warning", failure);
+        const boost::json::object pod = pit->second.object();
+        reporter_.scheduler_error(key, pod, failure);
+        reporter_.event(pod, "BindingFailed", "Warning", failure);
       }
       if (lock_taken) {
         co_await locker_.release(node, key.ns, key.name, "bind failed");
@@ -903,6 +924,26 @@ void SchedulingLoop::sweep() {
   locker_.sweep();
   start_labels();
   update_gauges();
+  release_heap_after_burst();
+}
+
+void SchedulingLoop::release_heap_after_burst() {
+  // After a burst has drained, glibc keeps the freed pending pods and binds in its arenas: RSS would stay at the
+  // burst's peak. Once the pending pods have halved since the last high-water mark (and it was a real burst),
+  // hand whole free pages back to the system. malloc_trim walks the heap: a few ms at a few hundred MB, at most
+  // once per burst.
+  pending_high_water_ = std::max(pending_high_water_, pending_.size() + binders_.size());
+  const std::size_t now_pending = pending_.size() + binders_.size();
+  if (pending_high_water_ >= kTrimBurst && now_pending <= pending_high_water_ / 2) {
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+    log::info(
+        "returned free heap after a burst",
+        {{"pendingPeak", static_cast<int64_t>(pending_high_water_)}, {"pending", static_cast<int64_t>(now_pending)}},
+        2);
+    pending_high_water_ = now_pending;
+  }
 }
 
 void SchedulingLoop::update_gauges() {

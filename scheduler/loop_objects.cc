@@ -87,7 +87,8 @@ void remove_object(ClusterObjects& objs, ClusterObjectKind kind, const std::stri
 
 void SchedulingLoop::on_cluster_object_event(ClusterObjectKind kind, const kube::ReflectorEvent& event) {
   ClusterObjects& objs = snapshot_.objects();
-  std::set<std::string>& known = object_keys_[static_cast<size_t>(kind)];
+  kube::KeyedSet<std::string>& keys = object_keys_[static_cast<size_t>(kind)];
+  std::set<std::string>& known = keys.known;
   auto key_of = [kind](const boost::json::object& o) { return object_key(kind, o); };
   auto upsert = [&](const boost::json::object& o) {
     const std::string key = object_key(kind, o);
@@ -100,7 +101,7 @@ void SchedulingLoop::on_cluster_object_event(ClusterObjectKind kind, const kube:
     }
   };
   auto remove = [&](const std::string& key) { remove_object(objs, kind, key); };
-  if (kube::apply_keyed(event, known, key_of, upsert, remove)) {
+  if (kube::apply_keyed(event, keys, key_of, upsert, remove)) {
     queue_.move_all_to_active(options_.clock.steady());
     wake();
   }

@@ -90,17 +90,17 @@ SchedulerService::SchedulerService(std::shared_ptr<kube::Client> client, const C
 
   auto add = [&](kube::ReflectorOptions ro, int bit, void (SchedulingLoop::*handler)(const kube::ReflectorEvent&)) {
     std::weak_ptr<SchedulingLoop> weak = loop_;
-    reflectors_.push_back(std::make_shared<kube::Reflector>(client_, std::move(ro),
-                                                            [this, weak, bit, handler](const kube::ReflectorEvent& e) {
-                                                              auto l = weak.lock();
-                                                              if (!l) {
-                                                                return;
-                                                              }
-                                                              ((*l).*handler)(e);
-                                                              if (e.type == kube::ReflectorEventType::relisted) {
-                                                                on_synced(bit);
-                                                              }
-                                                            }));
+    reflectors_.push_back(std::make_shared<kube::Reflector>(
+        client_, std::move(ro), [this, weak, bit, handler](const kube::ReflectorEvent& e) {
+          auto l = weak.lock();
+          if (!l) {
+            return;
+          }
+          ((*l).*handler)(e);
+          if (e.type == kube::ReflectorEventType::relisted && e.relist_complete) {
+            on_synced(bit);
+          }
+        }));
   };
   kube::ReflectorOptions pods;
   pods.resource = kube::resources::pods();
@@ -137,17 +137,17 @@ SchedulerService::SchedulerService(std::shared_ptr<kube::Client> client, const C
     ro.name = std::string(cluster_object_kind_name(w.kind)) + "s";
     std::weak_ptr<SchedulingLoop> weak = loop_;
     const ClusterObjectKind kind = w.kind;
-    reflectors_.push_back(std::make_shared<kube::Reflector>(client_, std::move(ro),
-                                                            [this, weak, bit, kind](const kube::ReflectorEvent& e) {
-                                                              auto l = weak.lock();
-                                                              if (!l) {
-                                                                return;
-                                                              }
-                                                              l->on_cluster_object_event(kind, e);
-                                                              if (e.type == kube::ReflectorEventType::relisted) {
-                                                                on_synced(bit);
-                                                              }
-                                                            }));
+    reflectors_.push_back(std::make_shared<kube::Reflector>(
+        client_, std::move(ro), [this, weak, bit, kind](const kube::ReflectorEvent& e) {
+          auto l = weak.lock();
+          if (!l) {
+            return;
+          }
+          l->on_cluster_object_event(kind, e);
+          if (e.type == kube::ReflectorEventType::relisted && e.relist_complete) {
+            on_synced(bit);
+          }
+        }));
     bit <<= 1;
   }
 }

@@ -36,6 +36,27 @@ int64_t creation_unix(const json::object& pod) {
 
 }  // namespace
 
+boost::json::object SchedulingLoop::PendingPod::object() const {
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  if (ec || !v.is_object()) {
+    return {};  // cannot happen: `text` is what boost::json::serialize wrote
+  }
+  return std::move(v.as_object());
+}
+
+void SchedulingLoop::note_pending(PendingPod& p, const json::object& pod) const {
+  auto info = parse_pod(pod, options_.devices);
+  p.parsed = static_cast<bool>(info);
+  p.gpu_pod = info && info->gpu.any();
+  p.gpu = p.gpu_pod ? std::move(info->gpu) : PodGpuRequest{};
+  p.message = condition_message(pod);
+  if (!info && p.message.empty()) {
+    p.message = info.message();
+  }
+  p.since_unix = creation_unix(pod);
+}
+
 status::StatusView SchedulingLoop::status_view(status::SchedulerState state) const {
   state.synced = synced_;
   state.queue_active = queue_.active_size();
@@ -48,22 +69,16 @@ status::StatusView SchedulingLoop::status_view(status::SchedulerState state) con
     if (binders_.count(key) != 0) {
       continue;  // being bound: its slice shows on the card (assumed)
     }
-    auto info = parse_pod(p.object, options_.devices);
+    if (p.parsed && !p.gpu_pod) {
+      continue;
+    }
     status::PendingInput in;
     in.ns = key.ns;
     in.name = key.name;
-    if (info) {
-      if (!info->gpu.any()) {
-        continue;
-      }
-      in.gpu = std::move(info->gpu);
-    }
+    in.gpu = p.gpu;
     const std::string* reported = reporter_.last_message(key);
-    in.message = reported != nullptr ? *reported : condition_message(p.object);
-    if (!info && in.message.empty()) {
-      in.message = info.message();
-    }
-    in.since_unix = creation_unix(p.object);
+    in.message = reported != nullptr ? *reported : p.message;
+    in.since_unix = p.since_unix;
     pending.push_back(std::move(in));
   }
   return status::build_view(snapshot_, pending, state);

@@ -253,9 +253,18 @@ void MockDeviceAgent::on_node_event(const kube::ReflectorEvent& e) {
   using T = kube::ReflectorEventType;
   switch (e.type) {
     case T::relisted:
-      managed_.clear();
+      // Pages of one list are gathered apart and swapped in whole at its last page: pods arriving between two
+      // pages are judged against the previous list, never against half of the new one.
+      if (e.relist_begins) {
+        listing_.clear();
+      }
       for (const auto& n : *e.items) {
+        listing_.insert(kube::name_of(n));
         managed_.insert(kube::name_of(n));
+      }
+      if (e.relist_complete) {
+        managed_.swap(listing_);
+        listing_.clear();
       }
       break;
     case T::added:
@@ -274,7 +283,9 @@ void MockDeviceAgent::on_pod_event(const kube::ReflectorEvent& e) {
   using T = kube::ReflectorEventType;
   switch (e.type) {
     case T::relisted:
-      pods_.clear();
+      if (e.relist_begins) {
+        pods_.clear();
+      }
       for (const auto& p : *e.items) {
         consider_pod(p);
       }
@@ -577,7 +588,7 @@ int run_mock_device_agent(const MockAgentConfig& config) {
   auto node_reflector = std::make_shared<kube::Reflector>(
       *client, std::move(nodes), [agent, pod_reflector, &pods_started, &io](const kube::ReflectorEvent& e) {
         agent->on_node_event(e);
-        if (e.type == kube::ReflectorEventType::relisted && !pods_started) {
+        if (e.type == kube::ReflectorEventType::relisted && e.relist_complete && !pods_started) {
           pods_started = true;
           asio::co_spawn(io, pod_reflector->run(), asio::detached);
         }

@@ -128,6 +128,7 @@ class MockDeviceAgent : public std::enable_shared_from_this<MockDeviceAgent> {
   std::shared_ptr<LoopApi> api_;
   std::string gpu_resource_;
   std::set<std::string, std::less<>> managed_;
+  std::set<std::string, std::less<>> listing_;                    // node names of the node list being delivered (paged)
   std::map<std::string, boost::json::object, std::less<>> pods_;  // bound pods on managed nodes, by ns/name
   std::set<std::string> admitted_uids_;                           // kubelet admits a pod once
   std::map<std::string, NodeQueue> queues_;

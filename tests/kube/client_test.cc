@@ -19,6 +19,8 @@
 // evaluates a co_await there, running the request twice.
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 
 using namespace gpuslice::kube;
 using namespace gpuslice::kube::testing;
@@ -415,6 +417,44 @@ TEST_CASE("list follows continue tokens, a 410 on a continue token restarts once
                                               "/api/v1/pods?labelSelector=app%3Dx&limit=1&continue=c2"});
 }
 
+TEST_CASE("list_pages hands over each page as it arrives; a 410 restart begins again with a first page") {
+  asio::io_context io;
+  int expired_once = 0;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [&](const Recorded& r) {
+    if (r.target.find("continue=c2") != std::string::npos && expired_once++ == 0) {
+      return ok_json(status_body(410, "Expired", "The provided continue parameter is too old"), 410);
+    }
+    if (r.target.find("continue=c1") != std::string::npos) {
+      return ok_json(
+          R"({"kind":"PodList","metadata":{"resourceVersion":"100","continue":"c2"},"items":[{"metadata":{"name":"b"}}]})");
+    }
+    if (r.target.find("continue=c2") != std::string::npos) {
+      return ok_json(R"({"kind":"PodList","metadata":{"resourceVersion":"100"},"items":[{"metadata":{"name":"c"}}]})");
+    }
+    const std::string rv = expired_once == 0 ? "100" : "200";  // the restarted list is a newer snapshot
+    return ok_json(R"({"kind":"PodList","metadata":{"resourceVersion":")" + rv +
+                   R"(","continue":"c1"},"items":[{"metadata":{"name":"a"}}]})");
+  });
+  auto client = make_client(io, config_for(server));
+  std::vector<std::string> pages;
+  run_test(io, [&]() -> awaitable<void> {
+    ListOptions lo;
+    lo.limit = 1;
+    Client::ListPageHandler on_page = [&](ListPage& page, bool first) {
+      std::string s = first ? "first:" : "";
+      for (const auto& item : page.items) {
+        s += name_of(item);
+      }
+      s += page.continue_token.empty() ? ":last" : "";
+      pages.push_back(s);
+    };
+    auto rv = co_await client->list_pages(collection_path(resources::pods()), lo, std::move(on_page));
+    REQUIRE(rv);
+    REQUIRE(*rv == "200");  // the first page of the pass that completed
+  });
+  REQUIRE(pages == std::vector<std::string>{"first:a", "b", "first:a", "b", "c:last"});
+}
+
 TEST_CASE("watch: chunked stream split at awkward points, events in order, RV tracked") {
   const std::string events = event_line("ADDED", "a", "11") + "\n" + event_line("MODIFIED", "a", "12") +
                              event_line("BOOKMARK", "", "13") + event_line("DELETED", "a", "14");
@@ -746,6 +786,112 @@ TEST_CASE("reflector: list, watch, resume from the last RV, relist on 410, stop"
               "/api/v1/pods?watch=1&" + fs + "&resourceVersion=12&allowWatchBookmarks=true&timeoutSeconds=100",
               "/api/v1/pods?" + fs + "&limit=500",
               "/api/v1/pods?watch=1&" + fs + "&resourceVersion=20&allowWatchBookmarks=true&timeoutSeconds=100"});
+}
+
+TEST_CASE("reflector delivers a paged list page by page, marking its first and last page, then watches") {
+  asio::io_context io;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [&](const Recorded& r) {
+    if (r.target.find("watch=1") != std::string::npos) {
+      Reply hold{{chunked_head()}};
+      hold.hold = true;
+      return hold;
+    }
+    if (r.target.find("continue=p2") != std::string::npos) {
+      return ok_json(
+          R"({"kind":"PodList","metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"e","managedFields":[{}]}}]})");
+    }
+    if (r.target.find("continue=p1") != std::string::npos) {
+      return ok_json(
+          R"({"kind":"PodList","metadata":{"resourceVersion":"7","continue":"p2"},"items":[{"metadata":{"name":"c"}},{"metadata":{"name":"d"}}]})");
+    }
+    return ok_json(
+        R"({"kind":"PodList","metadata":{"resourceVersion":"7","continue":"p1"},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]})");
+  });
+  auto client = make_client(io, config_for(server));
+  ReflectorOptions ro;
+  ro.resource = resources::pods();
+  ro.page_size = 2;
+  ro.random = [] { return 0.0; };
+  std::vector<std::string> seen;
+  bool synced_during_pages = false;
+  Reflector* self = nullptr;
+  Reflector reflector(client, ro, [&](const ReflectorEvent& e) {
+    REQUIRE(e.type == ReflectorEventType::relisted);
+    synced_during_pages = synced_during_pages || self->has_synced();
+    std::string s = e.relist_begins ? "[" : "";
+    for (const auto& item : *e.items) {
+      s += name_of(item);
+      REQUIRE(item.at("metadata").as_object().if_contains("managedFields") == nullptr);
+    }
+    seen.push_back(s + (e.relist_complete ? "]" : ""));
+  });
+  self = &reflector;
+  run_test(io, [&]() -> awaitable<void> {
+    bool done = false;
+    asio::co_spawn(io, reflector.run(), [&](std::exception_ptr) { done = true; });
+    for (int i = 0; i < 500 && !reflector.has_synced(); ++i) {
+      co_await sleep_for(10ms);
+    }
+    REQUIRE(reflector.has_synced());
+    reflector.stop();
+    for (int i = 0; i < 500 && !done; ++i) {
+      co_await sleep_for(10ms);
+    }
+    REQUIRE(done);
+  });
+  REQUIRE(seen == std::vector<std::string>{"[ab", "cd", "e]"});
+  REQUIRE_FALSE(synced_during_pages);  // synced once the last page is in, not before
+  REQUIRE(reflector.last_resource_version() == "7");
+}
+
+TEST_CASE("apply_keyed removes what no page of a list had, and only on its last page") {
+  KeyedSet<std::string> keys;
+  std::map<std::string, int> store;
+  auto key_of = [](const boost::json::object& o) { return name_of(o); };
+  auto upsert = [&](const boost::json::object& o) {
+    keys.known.insert(name_of(o));
+    ++store[name_of(o)];
+  };
+  auto remove = [&](const std::string& k) { store.erase(k); };
+  auto named = [](std::initializer_list<const char*> names) {
+    std::vector<boost::json::object> v;
+    for (const char* n : names) {
+      v.push_back(boost::json::object{{"metadata", boost::json::object{{"name", n}}}});
+    }
+    return v;
+  };
+  const auto first_list = named({"x", "y", "z"});
+  ReflectorEvent whole;
+  whole.type = ReflectorEventType::relisted;
+  whole.items = &first_list;
+  REQUIRE(apply_keyed(whole, keys, key_of, upsert, remove));
+  REQUIRE(store.size() == 3);
+  // A second list in two pages that no longer has y.
+  const auto page1 = named({"z"});
+  const auto page2 = named({"x", "w"});
+  ReflectorEvent p1;
+  p1.type = ReflectorEventType::relisted;
+  p1.items = &page1;
+  p1.relist_complete = false;
+  ReflectorEvent p2;
+  p2.type = ReflectorEventType::relisted;
+  p2.items = &page2;
+  p2.relist_begins = false;
+  REQUIRE(apply_keyed(p1, keys, key_of, upsert, remove));
+  REQUIRE(store.count("x") == 1);  // not on the first page, but the list is not over
+  REQUIRE(store.count("y") == 1);
+  REQUIRE(apply_keyed(p2, keys, key_of, upsert, remove));
+  REQUIRE(store == std::map<std::string, int>{{"w", 1}, {"x", 2}, {"z", 2}});
+  REQUIRE(keys.known == std::set<std::string>{"w", "x", "z"});
+  REQUIRE(keys.listed.empty());
+  // A list cut off after its first page (it failed and starts again) forgets that page's keys.
+  const auto only_w = named({"w"});
+  ReflectorEvent cut = p1;
+  ReflectorEvent again = whole;
+  again.items = &only_w;
+  REQUIRE(apply_keyed(cut, keys, key_of, upsert, remove));  // z: listed, the list then fails
+  REQUIRE(apply_keyed(again, keys, key_of, upsert, remove));
+  REQUIRE(store == std::map<std::string, int>{{"w", 2}});
 }
 
 TEST_CASE("reflector retries a failing list with backoff") {

@@ -15,6 +15,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -104,7 +105,9 @@ class FakeApi : public LoopApi {
     pods.erase(it);
     deliver(pod_sinks_, kube::ReflectorEventType::deleted, obj);
   }
-  /// The first list of every informer.
+  /// The first list of every informer, in pages of `relist_page_size` items as the reflector delivers a paged
+  /// list (kube-apiserver pages at the reflector's limit; small pages here so every loop test crosses pages).
+  std::size_t relist_page_size = 2;
   void relist() {
     std::vector<boost::json::object> p;
     for (auto& [k, v] : pods) {
@@ -114,18 +117,26 @@ class FakeApi : public LoopApi {
     for (auto& [k, v] : nodes) {
       n.push_back(v);
     }
-    kube::ReflectorEvent ep;
-    ep.type = kube::ReflectorEventType::relisted;
-    ep.items = &p;
-    for (auto& s : pod_sinks_) {
-      s(ep);
-    }
-    kube::ReflectorEvent en;
-    en.type = kube::ReflectorEventType::relisted;
-    en.items = &n;
-    for (auto& s : node_sinks_) {
-      s(en);
-    }
+    deliver_pages(pod_sinks_, p);
+    deliver_pages(node_sinks_, n);
+  }
+  template <class Sinks>
+  void deliver_pages(Sinks& sinks, const std::vector<boost::json::object>& all) {
+    const std::size_t size = std::max<std::size_t>(relist_page_size, 1);
+    std::size_t at = 0;
+    do {
+      std::vector<boost::json::object> page(all.begin() + static_cast<std::ptrdiff_t>(at),
+                                            all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), at + size)));
+      kube::ReflectorEvent e;
+      e.type = kube::ReflectorEventType::relisted;
+      e.items = &page;
+      e.relist_begins = at == 0;
+      at += size;
+      e.relist_complete = at >= all.size();
+      for (auto& s : sinks) {
+        s(e);
+      }
+    } while (at < all.size());
   }
 
   // ---- LoopApi ----

@@ -275,6 +275,41 @@ TEST_CASE("loop: seed scenario binds three sharing pods and reports the fourth",
   h.finish();
 }
 
+TEST_CASE("loop: a paged relist forgets pods and nodes no page had, only once its last page is in", "[loop]") {
+  Harness h;
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  h.api->put_node(make_node("gpu-1", "GPU-b"));
+  for (const char* name : {"a", "b", "c"}) {
+    json::object pod = make_pod(name, 1000, 10);
+    pod["spec"].as_object()["nodeName"] = "gpu-0";
+    h.api->put_pod(pod);
+  }
+  h.api->relist_page_size = 1;
+  h.start();
+  REQUIRE(h.loop->snapshot().pod_count() == 3);
+  REQUIRE(h.loop->snapshot().node_count() == 2);
+  // While the loop was not watching, b and gpu-1 were deleted. The next list comes in pages: [c], then [a].
+  auto page = [&](std::vector<json::object> items, bool begins, bool complete, bool pods) {
+    kube::ReflectorEvent e;
+    e.type = kube::ReflectorEventType::relisted;
+    e.items = &items;
+    e.relist_begins = begins;
+    e.relist_complete = complete;
+    pods ? h.loop->on_pod_event(e) : h.loop->on_node_event(e);
+  };
+  page({h.api->pods.at("default/c")}, true, false, true);
+  CHECK(h.loop->snapshot().find_pod("default", "b") != nullptr);  // not on this page, but the list is not over
+  page({h.api->pods.at("default/a")}, false, true, true);
+  CHECK(h.loop->snapshot().find_pod("default", "b") == nullptr);
+  CHECK(h.loop->snapshot().find_pod("default", "a") != nullptr);
+  CHECK(h.loop->snapshot().find_pod("default", "c") != nullptr);
+  page({h.api->nodes.at("gpu-0")}, true, false, false);
+  CHECK(h.loop->snapshot().node_count() == 2);
+  page({}, false, true, false);
+  CHECK(h.loop->snapshot().node_count() == 1);
+  h.finish();
+}
+
 TEST_CASE("loop: deleting a sharing pod gets the pending one bound (event-driven requeue)", "[loop]") {
   Harness h;
   h.api->put_node(make_node("gpu-0", "GPU-a"));

@@ -6,6 +6,8 @@
 #include "scheduler/loop.h"
 #include "scheduler/pod_info.h"
 
+#include <boost/json/parse.hpp>
+
 namespace gpuslice::scheduler {
 
 namespace {

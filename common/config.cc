@@ -1,6 +1,10 @@
 #include "common/config.h"
 
-#include <yaml-cpp/yaml.h>
+#include "common/yaml_json.h"
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -13,9 +17,12 @@
 #include <utility>
 
 namespace gpuslice {
+namespace json = boost::json;
 namespace {
 
-// A tiny schema walker: each mapping declares its fields; anything else is an unknown field.
+// A tiny schema walker over the document as JSON whose scalars are all text (YamlScalars::kText: each field types
+// its own value, so `threads: 2` and `threads: "2"` read alike, as they did over yaml-cpp's nodes); nulls stay null.
+// Each mapping declares its fields; anything else is an unknown field.
 struct Walker {
   std::string error;
 
@@ -24,31 +31,31 @@ struct Walker {
     return false;
   }
 
-  static std::string scalar_text(const YAML::Node& n) {
-    return n.IsScalar() ? n.Scalar() : std::string("<non-scalar>");
+  static std::string scalar_text(const json::value& n) {
+    return n.is_string() ? std::string(n.get_string()) : std::string("<non-scalar>");
   }
 
-  bool str(const YAML::Node& n, const std::string& path, std::string& out) {
-    if (!n.IsScalar()) return fail(path, "must be a string");
-    out = n.Scalar();
+  bool str(const json::value& n, const std::string& path, std::string& out) {
+    if (!n.is_string()) return fail(path, "must be a string");
+    out = n.get_string();
     return true;
   }
-  bool boolean(const YAML::Node& n, const std::string& path, bool& out) {
-    if (!n.IsScalar()) return fail(path, "must be true or false");
-    const std::string& s = n.Scalar();
+  bool boolean(const json::value& n, const std::string& path, bool& out) {
+    if (!n.is_string()) return fail(path, "must be true or false");
+    std::string_view s = n.get_string();
     if (s == "true") {
       out = true;
     } else if (s == "false") {
       out = false;
     } else {
-      return fail(path, "\"" + s + "\" is not a boolean (true or false)");
+      return fail(path, "\"" + std::string(s) + "\" is not a boolean (true or false)");
     }
     return true;
   }
   template <class I>
-  bool integer(const YAML::Node& n, const std::string& path, I& out, I min, I max) {
-    if (!n.IsScalar()) return fail(path, "must be an integer");
-    const std::string& s = n.Scalar();
+  bool integer(const json::value& n, const std::string& path, I& out, I min, I max) {
+    if (!n.is_string()) return fail(path, "must be an integer");
+    std::string s(n.get_string());
     long long v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc() || p != s.data() + s.size() || s.empty()) {
@@ -60,9 +67,9 @@ struct Walker {
     out = static_cast<I>(v);
     return true;
   }
-  bool number(const YAML::Node& n, const std::string& path, double& out, double min) {
-    if (!n.IsScalar()) return fail(path, "must be a number");
-    const std::string& s = n.Scalar();
+  bool number(const json::value& n, const std::string& path, double& out, double min) {
+    if (!n.is_string()) return fail(path, "must be a number");
+    std::string s(n.get_string());
     char* end = nullptr;
     double v = std::strtod(s.c_str(), &end);
     if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v)) {
@@ -72,14 +79,14 @@ struct Walker {
     out = v;
     return true;
   }
-  bool duration(const YAML::Node& n, const std::string& path, std::chrono::milliseconds& out) {
-    if (!n.IsScalar()) return fail(path, "must be a duration such as 15s");
-    auto d = parse_duration(n.Scalar());
-    if (!d.ok()) return fail(path, "\"" + n.Scalar() + "\" is not a duration (" + d.message() + ")");
+  bool duration(const json::value& n, const std::string& path, std::chrono::milliseconds& out) {
+    if (!n.is_string()) return fail(path, "must be a duration such as 15s");
+    auto d = parse_duration(n.get_string());
+    if (!d.ok()) return fail(path, "\"" + std::string(n.get_string()) + "\" is not a duration (" + d.message() + ")");
     out = d.value();
     return true;
   }
-  bool one_of(const YAML::Node& n, const std::string& path, std::string& out,
+  bool one_of(const json::value& n, const std::string& path, std::string& out,
               std::initializer_list<const char*> allowed) {
     if (!str(n, path, out)) return false;
     std::string list;
@@ -89,31 +96,32 @@ struct Walker {
     }
     return fail(path, "\"" + out + "\" is not one of " + list);
   }
-  bool strings(const YAML::Node& n, const std::string& path, std::vector<std::string>& out) {
-    if (n.IsNull()) {
+  bool strings(const json::value& n, const std::string& path, std::vector<std::string>& out) {
+    if (n.is_null()) {
       out.clear();
       return true;
     }
-    if (!n.IsSequence()) return fail(path, "must be a list of strings");
+    if (!n.is_array()) return fail(path, "must be a list of strings");
     out.clear();
-    for (size_t i = 0; i < n.size(); ++i) {
+    const json::array& a = n.get_array();
+    for (size_t i = 0; i < a.size(); ++i) {
       std::string s;
-      if (!str(n[i], path + "[" + std::to_string(i) + "]", s)) return false;
+      if (!str(a[i], path + "[" + std::to_string(i) + "]", s)) return false;
       out.push_back(std::move(s));
     }
     return true;
   }
 
-  using FieldFn = std::function<bool(const YAML::Node&, const std::string&)>;
-  bool mapping(const YAML::Node& n, const std::string& path, const std::map<std::string, FieldFn>& fields) {
-    if (n.IsNull()) return true;
-    if (!n.IsMap()) return fail(path.empty() ? "<document>" : path, "must be a mapping");
-    for (const auto& kv : n) {
-      std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "<non-scalar key>";
+  using FieldFn = std::function<bool(const json::value&, const std::string&)>;
+  bool mapping(const json::value& n, const std::string& path, const std::map<std::string, FieldFn>& fields) {
+    if (n.is_null()) return true;
+    if (!n.is_object()) return fail(path.empty() ? "<document>" : path, "must be a mapping");
+    for (const auto& kv : n.get_object()) {
+      std::string key(kv.key());
       std::string sub = path.empty() ? key : path + "." + key;
       auto it = fields.find(key);
       if (it == fields.end()) return fail(sub, "unknown field");
-      if (!it->second(kv.second, sub)) return false;
+      if (!it->second(kv.value(), sub)) return false;
     }
     return true;
   }
@@ -162,25 +170,24 @@ std::string format_duration(std::chrono::milliseconds d) {
 }
 
 Result<Configuration> parse_configuration(std::string_view yaml_text) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& e) {
-    return make_error("invalid YAML at line " + std::to_string(e.mark.line + 1) + ", column " +
-                      std::to_string(e.mark.column + 1) + ": " + e.msg);
-  }
+  YamlReadOptions options;
+  options.scalars = YamlScalars::kText;
+  auto doc = yaml_to_json_first(yaml_text, options);
+  if (!doc.ok()) return doc.error();
+  const json::value& root = doc.value();
   Configuration c;
   Walker w;
-  using N = const YAML::Node&;
+  using N = const json::value&;
   using P = const std::string&;
-  if (!root.IsMap()) return make_error("configuration must be a mapping with apiVersion and kind");
-  if (!root["apiVersion"] || !root["apiVersion"].IsScalar() || root["apiVersion"].Scalar() != kConfigApiVersion) {
-    return make_error("apiVersion: \"" +
-                      (root["apiVersion"] ? Walker::scalar_text(root["apiVersion"]) : std::string()) +
+  if (!root.is_object()) return make_error("configuration must be a mapping with apiVersion and kind");
+  const json::value* api_version = root.get_object().if_contains("apiVersion");
+  if (api_version == nullptr || !api_version->is_string() || api_version->get_string() != kConfigApiVersion) {
+    return make_error("apiVersion: \"" + (api_version != nullptr ? Walker::scalar_text(*api_version) : std::string()) +
                       "\" is not supported (want " + std::string(kConfigApiVersion) + ")");
   }
-  if (!root["kind"] || !root["kind"].IsScalar() || root["kind"].Scalar() != kConfigKind) {
-    return make_error("kind: \"" + (root["kind"] ? Walker::scalar_text(root["kind"]) : std::string()) +
+  const json::value* kind = root.get_object().if_contains("kind");
+  if (kind == nullptr || !kind->is_string() || kind->get_string() != kConfigKind) {
+    return make_error("kind: \"" + (kind != nullptr ? Walker::scalar_text(*kind) : std::string()) +
                       "\" is not supported (want " + std::string(kConfigKind) + ")");
   }
   auto& d = c.devices;

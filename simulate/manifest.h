@@ -1,7 +1,8 @@
 #pragma once
 // Kubernetes manifests from YAML or JSON text: multi-document YAML and `kind: List` (or any *List with items)
-// flattened into objects, converted to Boost.JSON. Conversion keeps quoted scalars as strings; plain scalars
-// become null/bool/integer/float by YAML 1.2 core rules (`3` -> 3, `"3"` -> "3", `true` -> true, `1.5` -> 1.5).
+// flattened into objects, converted to Boost.JSON by common/yaml_json.h (from parse events, bounded: alias
+// expansion, alias cycles, nesting). Conversion keeps quoted scalars as strings; plain scalars become
+// null/bool/integer/float by YAML 1.2 core rules (`3` -> 3, `"3"` -> "3", `true` -> true, `1.5` -> 1.5).
 
 #include "common/result.h"
 
@@ -19,7 +20,7 @@ struct Manifest {
   boost::json::object object;
 };
 
-/// Converts YAML text holding ONE document to JSON. Errors carry line and column.
+/// Converts the first YAML document of the text to JSON. Errors carry line and column.
 Result<boost::json::value> yaml_to_json(std::string_view yaml_text);
 
 /// Parses every document of `text` (empty documents skipped), expanding Lists. Every object must be a mapping

@@ -158,3 +158,35 @@ TEST_CASE("the Lease namespace: one rule for serve and doctor") {
   REQUIRE(parsed.ok());
   CHECK(effective_lease_namespace(parsed->scheduler.leader_election, "") == "gpuslice-system");
 }
+
+TEST_CASE("the configuration file is read by the bounded YAML reader: aliases, cycles, quoted and plain alike") {
+  auto head = std::string("apiVersion: gpuslice.io/v1alpha1\nkind: GpusliceConfiguration\n");
+  // Fields type their own text: quoted and plain scalars read alike, as over yaml-cpp's nodes.
+  auto quoted = parse_configuration(head + "webhook: {threads: \"3\", enabled: 'false'}\nscheduler: {kubeQPS: 7.5}\n");
+  REQUIRE(quoted.ok());
+  CHECK(quoted->webhook.threads == 3);
+  CHECK_FALSE(quoted->webhook.enabled);
+  CHECK(quoted->scheduler.kube_qps == 7.5);
+  // Aliases work within the bounds.
+  auto alias = parse_configuration(head + "webhook: {ignoredNamespaces: &ns [a, b], takeoverSchedulerNames: *ns}\n");
+  REQUIRE(alias.ok());
+  CHECK(alias->webhook.takeover_scheduler_names == std::vector<std::string>{"a", "b"});
+  // A cycle and an alias bomb are errors, not a hang.
+  auto cycle = parse_configuration(head + "webhook: &w {ignoredNamespaces: *w}\n");
+  REQUIRE_FALSE(cycle.ok());
+  CHECK(cycle.message() == "document 0: line 3, column 33: alias *w is inside the node anchored &w (an alias cycle)");
+  std::string bomb = head + "x0: &x0 [a, a, a, a, a, a, a, a, a, a]\n";
+  for (int i = 1; i < 9; ++i) {
+    bomb += "x" + std::to_string(i) + ": &x" + std::to_string(i) + " [";
+    for (int j = 0; j < 10; ++j) {
+      bomb += (j != 0 ? ", *x" : "*x") + std::to_string(i - 1);
+    }
+    bomb += "]\n";
+  }
+  auto laughs = parse_configuration(bomb);
+  REQUIRE_FALSE(laughs.ok());
+  CHECK(laughs.message().find("aliases expand to more than 400000 nodes") != std::string::npos);
+  auto nulls = parse_configuration(head + "webhook: {ignoredNamespaces: ~, runtimeClassName: ~}\n");
+  REQUIRE_FALSE(nulls.ok());
+  CHECK(nulls.message() == "webhook.runtimeClassName: must be a string");
+}

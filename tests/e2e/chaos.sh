@@ -80,6 +80,23 @@ chaos_wait_in_flight() {
   return 1
 }
 
+# chaos_probe T0_MS [TIMEOUT]: the time to recover. A one-slice probe pod (1000 MiB, 1 %, no node selector: any GPU
+# node of tenant-a) created now; once it is bound, CHAOS_RECOVERY_MS is the time from T0_MS (the moment the fault
+# ended) to that bind. PASS/FAIL "NAME: scheduling resumes after the fault".
+chaos_probe() {
+  local t0=$1 timeout=${2:-90} name=probe-after
+  apply_pod "$CHAOS_NS" "$name" 1000 1 >/dev/null
+  if wait_bound "$CHAOS_NS" "$name" "$timeout"; then
+    CHAOS_RECOVERY_MS=$(( $(now_ms) - t0 ))
+    pass "$CHAOS_NAME: scheduling resumes after the fault" \
+      "a pod created after it is bound to $(pod_field "$CHAOS_NS" "$name" '{.spec.nodeName}') ${CHAOS_RECOVERY_MS} ms after the fault ended"
+  else
+    fail "$CHAOS_NAME: scheduling resumes after the fault" \
+      "$name not bound $timeout s later: $(pod_reason "$CHAOS_NS" "$name") $(pod_message "$CHAOS_NS" "$name")"
+    return 1
+  fi
+}
+
 # chaos_verdict [SETTLE]: waits for the burst to finish, then runs the accountant (re-auditing until clean, up to
 # SETTLE s) and reports PASS/FAIL "NAME: accountant"; appends a row to CHAOS_RESULTS. $1 of the caller's evidence
 # can be passed in CHAOS_EVIDENCE.

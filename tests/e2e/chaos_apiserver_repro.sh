@@ -19,5 +19,6 @@ else
   fail "apiserver: killed $moment and restarted" "not ready 90 s later: $(tail -3 "$LAB_STATE/logs/a-apiserver.log")"
   exit 1
 fi
+chaos_probe "$(now_ms)"
 CHAOS_EVIDENCE="SIGKILL $moment; API ready again after $up ms"
 chaos_verdict

@@ -29,6 +29,7 @@ compacted=$(curl -sf -X POST "$ETCD/v3/kv/compaction" -d "{\"revision\":\"$rev\"
 restart_host_proc a-apiserver TERM 0 >/dev/null
 wait_for 90 api_ready || { fail "compaction: API back after the restart" "not ready after 90 s"; exit 1; }
 cut_restore
+t_restore=$(now_ms)
 got_410() { (($(gone_watches) > gone_before)); }
 wait_for 60 got_410
 gone_after=$(gone_watches)
@@ -39,5 +40,6 @@ else
   fail "compaction: etcd compacted at revision $rev, gpuslice's watches answered 410 and relisted" \
     "compacted=$compacted, WATCH gone/410 count $gone_before -> $gone_after"
 fi
+chaos_probe "$t_restore"
 CHAOS_EVIDENCE="compacted at revision $rev; $((gone_after - gone_before)) gpuslice watches answered 410"
 chaos_verdict

@@ -48,6 +48,7 @@ sleep "$CUT"
 # While cut, neither replica may still believe it leads once its Lease has run out (renew deadline < duration).
 g1=$(metric 8080 gpuslice_scheduler_leader) g2=$(metric "$R2_HEALTH" gpuslice_scheduler_leader)
 cut_restore
+t_restore=$(now_ms)
 note "both replicas cut from the API for $(( ($(now_ms) - t0) / 1000 )) s (Lease holder before: $h1); leader gauges at the end of the cut: lab $g1, replica-2 $g2"
 if [[ $g1 == 0 && $g2 == 0 ]]; then
   pass "lease: neither replica leads after its Lease ran out while partitioned" "leader gauges 0 and 0 after ${CUT} s"
@@ -60,6 +61,7 @@ if wait_for 60 one_leader; then
 else
   fail "lease: exactly one replica leads after the partition" "gauges lab $(metric 8080 gpuslice_scheduler_leader), replica-2 $(metric "$R2_HEALTH" gpuslice_scheduler_leader)"
 fi
+chaos_probe "$t_restore"
 wait "$CHAOS_BURST_PID" 2>/dev/null; CHAOS_BURST_PID=""
 # No double binding: a pod has at most one Scheduled event, and binds are counted by one replica each.
 doubles=$(kubectl -n "$CHAOS_NS" get events.events.k8s.io -o json | jq -r '[.items[] | select(.reason == "Scheduled")]

@@ -18,13 +18,14 @@ t0=$(now_ms)
 in_ns a curl -s --max-time 3 -o /dev/null "https://127.0.0.1:$(chaos_api_port)/readyz" -k && cut_ok=no || cut_ok=yes
 sleep "$CUT"
 cut_restore
+t_restore=$(now_ms)
 pending_then=$(kubectl -n "$CHAOS_NS" get pods -o json | jq '[.items[] | select(.spec.nodeName == null)] | length')
 note "path cut for $(( ($(now_ms) - t0) / 1000 )) s (API unreachable from the namespace: $cut_ok); $pending_then pods unbound at restore"
 # After the restore, gpuslice binds again: a probe pod created now is bound.
 apply_pod "$CHAOS_NS" after-restore 1000 1 >/dev/null
-t1=$(now_ms)
 if wait_bound "$CHAOS_NS" after-restore 90; then
-  pass "partition: scheduling resumes after the restore" "a pod created at the restore bound $(( $(now_ms) - t1 )) ms later"
+  CHAOS_RECOVERY_MS=$(( $(now_ms) - t_restore ))
+  pass "partition: scheduling resumes after the restore" "a pod created at the restore bound $CHAOS_RECOVERY_MS ms after the restore"
 else
   fail "partition: scheduling resumes after the restore" "after-restore not bound 90 s after the restore: $(pod_reason "$CHAOS_NS" after-restore) $(pod_message "$CHAOS_NS" after-restore)"
 fi

@@ -4,8 +4,8 @@
 #include "common/json_access.h"
 #include "common/yaml_json.h"
 
-#include <boost/json/value.hpp>
 #include <fmt/format.h>
+#include <boost/json/value.hpp>
 
 #include <cstdlib>
 #include <filesystem>

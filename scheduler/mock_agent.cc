@@ -240,10 +240,7 @@ std::optional<json::object> plugin_fallback_pending_pod(const std::vector<const 
 
 MockDeviceAgent::MockDeviceAgent(asio::any_io_executor executor, std::shared_ptr<LoopApi> api, std::string gpu_resource,
                                  MockAgentRetry retry)
-    : executor_(std::move(executor)),
-      api_(std::move(api)),
-      gpu_resource_(std::move(gpu_resource)),
-      retry_(retry) {}
+    : executor_(std::move(executor)), api_(std::move(api)), gpu_resource_(std::move(gpu_resource)), retry_(retry) {}
 
 std::size_t MockDeviceAgent::in_flight() const {
   std::size_t n = rejections_in_flight_;

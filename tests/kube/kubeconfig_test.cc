@@ -267,8 +267,8 @@ clusters:
   REQUIRE(shared->clusters.at("b").server == "https://k:6443");
   REQUIRE(shared->clusters.at("b").insecure_skip_tls_verify);
   // Scalars stay text: a token or a server that looks like a number or a boolean is read as written.
-  auto numeric = parse_kubeconfig("users: [{name: u, user: {token: 0x1F}}]\nclusters: [{name: c, cluster: {server: 1.5}}]",
-                                  "/");
+  auto numeric =
+      parse_kubeconfig("users: [{name: u, user: {token: 0x1F}}]\nclusters: [{name: c, cluster: {server: 1.5}}]", "/");
   REQUIRE(numeric);
   REQUIRE(numeric->users.at("u").token == "0x1F");
   REQUIRE(numeric->clusters.at("c").server == "1.5");

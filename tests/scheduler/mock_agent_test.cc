@@ -107,10 +107,10 @@ json::object orphan_pod(const std::string& name, const std::string& node) {
   return json::object{
       {"metadata", json::object{{"name", name}, {"namespace", "default"}}},
       {"spec", json::object{{"nodeName", node},
-                            {"containers", json::array{json::object{
-                                               {"name", "c"},
-                                               {"resources", json::object{{"limits", json::object{
-                                                                                         {"nvidia.com/gpu", "1"}}}}}}}}}},
+                            {"containers",
+                             json::array{json::object{
+                                 {"name", "c"},
+                                 {"resources", json::object{{"limits", json::object{{"nvidia.com/gpu", "1"}}}}}}}}}},
       {"status", json::object{{"phase", "Pending"}}}};
 }
 
@@ -157,9 +157,7 @@ TEST_CASE("device agent: a rejection reaches pods/status through a restarting AP
   rig.io.restart();
   rig.api->put_pod(orphan_pod("a", "gpu-0"));
   rig.api->put_pod(orphan_pod("b", "gpu-0"));
-  REQUIRE(testing::run_until(rig.io, [&] {
-    return rig.agent->stats().rejected == 2 && rig.agent->in_flight() == 0;
-  }));
+  REQUIRE(testing::run_until(rig.io, [&] { return rig.agent->stats().rejected == 2 && rig.agent->in_flight() == 0; }));
   CHECK(rig.phase("default/a") == "Failed");
   CHECK(string_at_pointer(rig.api->pods.at("default/a"), "/status/reason") == "UnexpectedAdmissionError");
   CHECK(rig.phase("default/b") == "Failed");
@@ -172,8 +170,8 @@ TEST_CASE("device agent: a rejection reaches pods/status through a restarting AP
 TEST_CASE("device agent: a rejection's pods/status retries are bounded; a pod gone needs no status", "[mock_agent]") {
   SECTION("an API server that never accepts the write: doubling delays capped, then given up") {
     // Delays 1, 2, 4, 4, 4, 4 ms add up to 19; one more would pass the 20 ms budget: 7 attempts in all.
-    AgentRig rig(MockAgentRetry{std::chrono::milliseconds(1), std::chrono::milliseconds(4),
-                                std::chrono::milliseconds(20)});
+    AgentRig rig(
+        MockAgentRetry{std::chrono::milliseconds(1), std::chrono::milliseconds(4), std::chrono::milliseconds(20)});
     rig.api->fault = [](const std::string& call) -> std::optional<kube::ApiError> {
       if (call.rfind("patch_pod_status ", 0) == 0) {
         return kube::ApiError{500, "InternalError", "etcdserver: request timed out"};
@@ -183,9 +181,8 @@ TEST_CASE("device agent: a rejection's pods/status retries are bounded; a pod go
     rig.io.run_for(std::chrono::milliseconds(5));
     rig.io.restart();
     rig.api->put_pod(orphan_pod("a", "gpu-0"));
-    REQUIRE(testing::run_until(rig.io, [&] {
-      return rig.agent->stats().rejected == 1 && rig.agent->in_flight() == 0;
-    }));
+    REQUIRE(
+        testing::run_until(rig.io, [&] { return rig.agent->stats().rejected == 1 && rig.agent->in_flight() == 0; }));
     CHECK(rig.status_writes("default/a") == 7);
     CHECK(rig.agent->stats().status_retries == 6);
     CHECK(rig.agent->stats().status_abandoned == 1);
@@ -202,9 +199,8 @@ TEST_CASE("device agent: a rejection's pods/status retries are bounded; a pod go
     rig.io.run_for(std::chrono::milliseconds(5));
     rig.io.restart();
     rig.api->put_pod(orphan_pod("a", "gpu-0"));
-    REQUIRE(testing::run_until(rig.io, [&] {
-      return rig.agent->stats().rejected == 1 && rig.agent->in_flight() == 0;
-    }));
+    REQUIRE(
+        testing::run_until(rig.io, [&] { return rig.agent->stats().rejected == 1 && rig.agent->in_flight() == 0; }));
     CHECK(rig.status_writes("default/a") == 1);
     CHECK(rig.agent->stats().status_retries == 0);
     CHECK(rig.agent->stats().status_abandoned == 0);

@@ -227,7 +227,9 @@ done
 GS=$(printf '%s\n' "${GS_RUNS[@]}" | python3 -c 'import json, sys; print(json.dumps([json.loads(l) for l in sys.stdin]))')
 KS=$(printf '%s\n' "${KS_RUNS[@]}" | python3 -c 'import json, sys; print(json.dumps([json.loads(l) for l in sys.stdin]))')
 
-# ---- 3. freed slice -> pending bound ----------------------------------------------------------------------
+# ---- 3. freed slice -> pending bound (skipped with --samples 0) ----------------------------------------------
+LAT='[]'
+if ((SAMPLES > 0)); then
 log "3/3 freed slice -> pending pod bound: $SAMPLES samples on node $LAT_NODE (one A100, 100 cores)"
 kwok_node "$LAT_NODE" '[{"id":"GPU-bench-latency-0","index":0,"count":10,"devmem":81920,"devcore":100,"type":"NVIDIA A100-SXM4-80GB","mode":"hami-core","health":true}]' 10 |
   kc create -f - >/dev/null
@@ -251,6 +253,7 @@ done
 sleep 0.5
 kill "$WATCH_PID" 2>/dev/null; WATCH_PID=""
 LAT=$(python3 "$WATCH" latency --events "$WORK/latency.events" --pairs "$pairs")
+fi
 
 # ---- report -----------------------------------------------------------------------------------------------
 python3 - "$GS" "$KS" "$LAT" "$PODS" "$all_nodes" "$LOCK_MODE" "${QPS:-50 (defaults)}" <<'PY'

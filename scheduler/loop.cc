@@ -900,6 +900,7 @@ void SchedulingLoop::sweep() {
     it = now - it->second.second > std::chrono::seconds(60) ? recent_binds_.erase(it) : std::next(it);
   }
   reporter_.retain([this](const PodKey& key) { return pending_.count(key) != 0; });
+  reporter_.flush_owed();  // conditions that found no slot or whose write failed (the API was unreachable)
   for (auto it = conflict_retries_.begin(); it != conflict_retries_.end();) {
     it = pending_.count(it->first) ? std::next(it) : conflict_retries_.erase(it);
   }

@@ -37,10 +37,12 @@ bool condition_matches(const boost::json::object& pod, std::string_view reason, 
 LoopReporter::LoopReporter(LoopReporterOptions options, std::shared_ptr<LoopApi> api, Spawn spawn)
     : options_(std::move(options)), api_(std::move(api)), spawn_(std::move(spawn)) {}
 
-bool LoopReporter::take_slot() {
+bool LoopReporter::take_slot(bool count_drop) {
   if (in_flight_ >= options_.max_in_flight) {
-    ++dropped_;
-    LoopMetrics::get().events_dropped.with({}).inc();
+    if (count_drop) {
+      ++dropped_;
+      LoopMetrics::get().events_dropped.with({}).inc();
+    }
     return false;
   }
   ++in_flight_;
@@ -56,14 +58,21 @@ bool LoopReporter::failed(const PodKey& key, const boost::json::object& pod, con
   }
   rep.message = message;
   rep.at = now;
-  if (!condition_matches(pod, reason, message) && take_slot()) {
+  if (condition_matches(pod, reason, message)) {
+    owed_.erase(key);
+  } else {
     kube::PodCondition c;
     c.type = "PodScheduled";
     c.status = "False";
     c.reason = reason;
     c.message = message;
     c.last_transition_time = options_.clock.wall();
-    spawn_(patch_condition(key, std::move(c)));
+    if (take_slot(/*count_drop=*/false)) {
+      owed_.erase(key);
+      spawn_(patch_condition(key, std::move(c)));
+    } else {
+      owed_[key] = std::move(c);  // written by flush_owed() once a slot frees
+    }
   }
   event(pod, "FailedScheduling", "Warning", message);
   return true;
@@ -141,6 +150,9 @@ void LoopReporter::retain(const std::function<bool(const PodKey&)>& keep) {
   for (auto it = reported_.begin(); it != reported_.end();) {
     it = keep(it->first) ? std::next(it) : reported_.erase(it);
   }
+  for (auto it = owed_.begin(); it != owed_.end();) {
+    it = keep(it->first) ? std::next(it) : owed_.erase(it);
+  }
   for (auto it = ignored_reported_.begin(); it != ignored_reported_.end();) {
     it = keep(it->first) ? std::next(it) : ignored_reported_.erase(it);
   }
@@ -152,11 +164,23 @@ void LoopReporter::retain(const std::function<bool(const PodKey&)>& keep) {
 }
 
 boost::asio::awaitable<void> LoopReporter::patch_condition(PodKey key, kube::PodCondition condition) {
-  auto r = co_await api_->patch_condition(key.ns, key.name, std::move(condition));
+  auto r = co_await api_->patch_condition(key.ns, key.name, condition);
   if (!r && !r.error().is_not_found()) {
-    log::warning("PodScheduled condition patch failed", {{"pod", key.str()}, {"error", r.error().to_string()}});
+    log::warning("PodScheduled condition patch failed; owed until it lands",
+                 {{"pod", key.str()}, {"error", r.error().to_string()}});
+    owed_.try_emplace(key, std::move(condition));  // a newer message owed meanwhile wins
   }
   --in_flight_;
+}
+
+void LoopReporter::flush_owed() {
+  while (!owed_.empty() && take_slot(/*count_drop=*/false)) {
+    auto it = owed_.begin();
+    PodKey key = it->first;
+    kube::PodCondition c = std::move(it->second);
+    owed_.erase(it);
+    spawn_(patch_condition(std::move(key), std::move(c)));
+  }
 }
 
 boost::asio::awaitable<void> LoopReporter::patch_series(std::string key, std::string ns, std::string name,

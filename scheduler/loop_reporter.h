@@ -4,7 +4,9 @@
 // FilteringFailed, Scheduled, BindingFailed). Never awaited by scheduling: each write runs as a detached task; at most
 // max_in_flight run at once and the rest are dropped and counted, so a slow API server cannot pile up work. The same
 // pod and message are reported at most once per interval, and a condition that already says the message is not patched
-// again.
+// again. The PodScheduled condition is state, not news: one that finds no free slot, or whose write fails (the API
+// server unreachable, 5xx, 429), is owed, never dropped; flush_owed() (the loop's sweep, while leading) writes the
+// owed conditions as slots free, the newest message per pod, until the pod is bound, deleted or no longer ours.
 //
 // Threading: everything runs on the loop's executor.
 
@@ -57,11 +59,16 @@ class LoopReporter {
   void ignored_annotations(const PodKey& key, const boost::json::object& pod, const std::vector<std::string>& lines);
   /// One Event about `pod` (read: namespace, name, uid, resourceVersion), when a slot is free.
   void event(const boost::json::object& pod, std::string reason, std::string type, std::string note);
-  /// Forgets the rate-limit record of a pod (bound, deleted or no longer ours).
+  /// Forgets the rate-limit record of a pod (bound, deleted or no longer ours), and any condition owed to it.
   void forget(const PodKey& key) {
     reported_.erase(key);
     ignored_reported_.erase(key);
+    owed_.erase(key);
   }
+  /// Writes owed PodScheduled conditions while slots are free (oldest pod key first).
+  void flush_owed();
+  /// Conditions not yet written: no slot was free or the write failed.
+  std::size_t owed() const { return owed_.size(); }
   /// Forgets the records of every pod `keep` answers false for.
   void retain(const std::function<bool(const PodKey&)>& keep);
 
@@ -86,7 +93,8 @@ class LoopReporter {
     int32_t count = 1;
     SteadyTime last{};
   };
-  bool take_slot();
+  /// A slot for one write; when none is free, counts a drop only if `count_drop`.
+  bool take_slot(bool count_drop = true);
   boost::asio::awaitable<void> patch_series(std::string key, std::string ns, std::string name, std::string patch);
   /// The rate-limited condition + FailedScheduling pair of unschedulable() and scheduler_error().
   bool failed(const PodKey& key, const boost::json::object& pod, const std::string& reason, const std::string& message);
@@ -98,6 +106,7 @@ class LoopReporter {
   Spawn spawn_;
   std::map<PodKey, Reported> reported_;             // last FailedScheduling per pod (rate limit)
   std::map<PodKey, std::string> ignored_reported_;  // last AnnotationIgnored message per pending pod
+  std::map<PodKey, kube::PodCondition> owed_;       // PodScheduled conditions still to write, the newest per pod
   std::map<std::string, Series> series_;            // "ns/pod\nreason\nnote" -> the Event carrying its series
   uint64_t series_updates_ = 0;
   std::size_t in_flight_ = 0;

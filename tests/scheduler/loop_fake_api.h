@@ -265,6 +265,9 @@ class FakeApi : public LoopApi {
   Task<kube::ApiResult<Object>> patch_condition(std::string ns, std::string name,
                                                 kube::PodCondition condition) override {
     const std::string key = ns + "/" + name;
+    if (auto e = injected("patch_condition " + key)) {
+      co_return *e;
+    }
     auto it = pods.find(key);
     if (it == pods.end()) {
       co_return not_found("pods", name);

@@ -230,3 +230,66 @@ TEST_CASE("reporter: beyond max_in_flight reports are dropped and counted", "[lo
   CHECK(h.api->events[1].event_time == h.wall_now);
   CHECK(h.reporter->dropped() == 2);
 }
+
+TEST_CASE("reporter: a PodScheduled condition that finds no slot is owed, not dropped, and written later",
+          "[loop_reporter]") {
+  Harness h(1);
+  auto p = h.pod("p");
+  h.reporter->event(p, "Scheduled", "Normal", "x");  // takes the only slot
+  h.reporter->unschedulable(PodKey{"default", "p"}, p, "0/1 nodes are available: 1 CardTimeSlicingExhausted.", "");
+  CHECK(h.reporter->owed() == 1);
+  CHECK(h.reporter->dropped() == 1);  // the FailedScheduling Event is news and may be shed; the condition is not
+  h.settle();
+  CHECK(h.api->conditions.empty());
+  h.reporter->flush_owed();
+  h.settle();
+  REQUIRE(h.api->conditions.size() == 1);
+  CHECK(h.api->conditions[0].second.message == "0/1 nodes are available: 1 CardTimeSlicingExhausted.");
+  CHECK(h.reporter->owed() == 0);
+  CHECK(h.reporter->dropped() == 1);
+}
+
+TEST_CASE("reporter: a condition whose write fails is owed until it lands; the newest message wins",
+          "[loop_reporter]") {
+  Harness h;
+  auto p = h.pod("p");
+  int refused = 0;
+  h.api->fault = [&](const std::string& call) -> std::optional<gpuslice::kube::ApiError> {
+    if (call == "patch_condition default/p" && refused < 2) {
+      ++refused;
+      return gpuslice::kube::ApiError{503, "ServiceUnavailable",
+                                      "the server is currently unable to handle the request"};
+    }
+    return std::nullopt;
+  };
+  const PodKey key{"default", "p"};
+  h.reporter->unschedulable(key, p, "first", "");
+  h.settle();
+  CHECK(h.api->conditions.empty());
+  CHECK(h.reporter->owed() == 1);
+  // A newer message while the first is owed: the newer is what gets written.
+  h.steady_now += 31s;
+  h.reporter->unschedulable(key, p, "second", "");  // its write fails too (the second refusal)
+  h.settle();
+  CHECK(h.reporter->owed() == 1);
+  h.reporter->flush_owed();
+  h.settle();
+  REQUIRE(h.api->conditions.size() == 1);
+  CHECK(h.api->conditions[0].second.message == "second");
+  CHECK(h.reporter->owed() == 0);
+  CHECK(refused == 2);
+
+  // Owed conditions of pods that are no longer pending are forgotten.
+  h.api->fault = [](const std::string& call) -> std::optional<gpuslice::kube::ApiError> {
+    if (call.rfind("patch_condition ", 0) == 0) {
+      return gpuslice::kube::ApiError{0, "Transport", "not sent"};
+    }
+    return std::nullopt;
+  };
+  h.steady_now += 31s;
+  h.reporter->unschedulable(key, p, "third", "");
+  h.settle();
+  CHECK(h.reporter->owed() == 1);
+  h.reporter->retain([](const PodKey&) { return false; });
+  CHECK(h.reporter->owed() == 0);
+}

@@ -362,7 +362,8 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, Options opt, st
         std::string lease_name = names.lease_name;
         auto there = co_await client->get_lease(other_ns, lease_name);
         if (there || there.error().is_not_found()) {
-          second_look = out_of_cluster_lease_note(names.lease_namespace, other_ns, lease_name, there.has_value());
+          second_look =
+              out_of_cluster_lease_note(names.lease_namespace, other_ns, lease_name, static_cast<bool>(there));
           if (there) {
             names.lease_namespace = other_ns;
             lease = std::move(there);

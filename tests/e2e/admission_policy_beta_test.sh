@@ -3,19 +3,20 @@
 # API; admissionPolicy.apiVersion) against a REAL API server that serves it. The lab's kube-apiserver v1.36.3
 # serves the policy as v1 (GA) and, as every beta API, v1beta1 only with --runtime-config; lab/lab.sh's servers
 # stay as they are, so this test starts one more kube-apiserver of the same binary for itself (tenant a's PKI,
-# the lab's etcd under a prefix of its own, a free loopback port; no controller-manager, no webhook, no tunnel):
-#     --runtime-config=admissionregistration.k8s.io/v1beta1=true,
-#                      admissionregistration.k8s.io/v1/mutatingadmissionpolicies=false,
-#                      admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings=false
-# i.e. a server that, like 1.34/1.35 with the feature gate, serves the policy as v1beta1 only.
-#   1. tenant a (the lab's server) does not serve v1beta1 policies: the chart's v1 default is the one it takes;
-#   2. the v1beta1 server serves them as v1beta1 only; the chart's v1beta1 rendering passes a server-side dry run
-#      and is created; `helm template --validate` with admissionPolicy.apiVersion empty picks v1beta1 from that
-#      server's discovery;
+# the lab's etcd under a prefix of its own, a free loopback port; no controller-manager, no webhook, no tunnel)
+# with --runtime-config=admissionregistration.k8s.io/v1beta1=true.
+# A server serving the policy as v1beta1 ONLY (1.34/1.35) cannot be made from 1.36: with
+# admissionregistration.k8s.io/v1/mutatingadmissionpolicies=false the MutatingAdmissionPolicy admission plugin
+# (which watches the v1 resources) never gets ready and kube-apiserver exits in its post-start hooks ("not yet
+# ready to handle request"). So both versions are served here, as on a 1.36 cluster with the runtime-config;
+# the objects are stored once and converted (the v1 and v1beta1 schemas have the same fields).
+#   1. tenant a (the lab's server) does not serve v1beta1 policies;
+#   2. the other server does; the chart's v1beta1 rendering passes a server-side dry run (schema and CEL checked
+#      by the server; a broken expression is refused by the same dry run) and is created as v1beta1;
 #   3. the created v1beta1 policy mutates GPU pods (server-side dry-run creates in namespace default): schedulerName,
-#      the GPU count default, the exclusive-core default, the admitted-by mark; a CPU pod is left alone;
-#   4. `gpuslice doctor` on that server finds the v1beta1 policy (its fallback listing when v1 is not served):
-#      admission-policy PASS naming v1beta1, gpu-pod-dry-run PASS (mutated by the policy).
+#      the exclusive-core default, the GPU count default, the admitted-by mark; a CPU pod is left alone;
+#   4. `gpuslice doctor` on that server: admission-policy PASS, gpu-pod-dry-run PASS (mutated by the policy).
+#      (doctor reads v1 when it is served, v1beta1 only when it is not: that branch is unit-tested only.)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=lib.sh
@@ -46,19 +47,22 @@ map_versions() {  # the versions under which the current server lists MutatingAd
     awk '$NF == "MutatingAdmissionPolicy" {print $(NF-2)}' | sort | xargs
 }
 
+beta_resources() {  # the resources the current server lists under admissionregistration.k8s.io/v1beta1
+  "$@" get --raw /apis/admissionregistration.k8s.io/v1beta1 2>&1 | python3 -c '
+import json, sys
+try: print(" ".join(r["name"] for r in json.load(sys.stdin)["resources"] if "/" not in r["name"]) or "none")
+except Exception: print("group version not served")' 2>&1
+}
 section "tenant a's kube-apiserver (lab/lab.sh) serves the policy as v1 only"
 a_api=$(map_versions kubectl)
-a_beta=$(kubectl get --raw /apis/admissionregistration.k8s.io/v1beta1 2>&1 | python3 -c '
-import json, sys
-try: print(" ".join(r["name"] for r in json.load(sys.stdin)["resources"]) or "none")
-except Exception: print("group version not served")' 2>&1)
+a_beta=$(beta_resources kubectl)
 [[ $a_api == admissionregistration.k8s.io/v1 && $a_beta != *mutatingadmissionpolicies* ]] &&
   pass "tenant a: MutatingAdmissionPolicy as $a_api; admissionregistration.k8s.io/v1beta1: $a_beta" ||
   fail "tenant a serves the policy as v1 only" "api-resources: $a_api; v1beta1: $a_beta"
 
-section "one more kube-apiserver ($("$BIN/kube-apiserver" --version 2>&1)) serving the policy as v1beta1 only"
+section "one more kube-apiserver ($("$BIN/kube-apiserver" --version 2>&1)) serving the policy as v1beta1 too"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-RUNTIME_CONFIG=admissionregistration.k8s.io/v1beta1=true,admissionregistration.k8s.io/v1/mutatingadmissionpolicies=false,admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings=false
+RUNTIME_CONFIG=admissionregistration.k8s.io/v1beta1=true
 mkdir -p "$work/cert-dir"
 "$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" --etcd-prefix="$PREFIX" \
   --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$port" --cert-dir="$work/cert-dir" \
@@ -84,10 +88,10 @@ else
   fail "kube-apiserver with --runtime-config=$RUNTIME_CONFIG ready" "$(grep -m3 -iE 'error|invalid|unknown' "$work/apiserver.log" | cut -c1-300)"
   exit 1
 fi
-b_api=$(map_versions kb)
-[[ $b_api == admissionregistration.k8s.io/v1beta1 ]] &&
-  pass "it serves MutatingAdmissionPolicy as $b_api only (as 1.34/1.35 with the feature gate)" ||
-  fail "it serves MutatingAdmissionPolicy as v1beta1 only" "api-resources: ${b_api:-none}"
+b_beta=$(beta_resources kb)
+[[ $b_beta == *mutatingadmissionpolicies* && $b_beta == *mutatingadmissionpolicybindings* ]] &&
+  pass "it serves admissionregistration.k8s.io/v1beta1: $b_beta (and v1: $(map_versions kb))" ||
+  fail "it serves MutatingAdmissionPolicy as v1beta1" "v1beta1: $b_beta"
 
 section "the chart's v1beta1 rendering on that server"
 sel='{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"In","values":["default"]}]}'
@@ -115,9 +119,14 @@ if out=$(kb create -f "$work/policy.yaml" 2>&1); then pass "the v1beta1 policy a
 else fail "the v1beta1 policy and binding created" "$out"; fi
 auto=$("$HELM" template beta "$CHART" -s templates/admission-policy.yaml --set topology=policy --set admissionPolicy.apiVersion= \
   --validate --kubeconfig "$work/beta.kubeconfig" 2>&1 | grep '^apiVersion: admissionregistration' | sort -u | xargs)
-[[ $auto == "apiVersion: admissionregistration.k8s.io/v1beta1" ]] &&
-  pass "admissionPolicy.apiVersion empty: helm picks v1beta1 from this server's discovery (helm template --validate)" ||
-  fail "admissionPolicy.apiVersion empty: helm picks v1beta1 from this server's discovery" "${auto:-nothing rendered}"
+[[ $auto == "apiVersion: admissionregistration.k8s.io/v1" ]] &&
+  pass "admissionPolicy.apiVersion empty on a server serving both: helm picks v1 (values.yaml's rule; helm template --validate)" ||
+  fail "admissionPolicy.apiVersion empty on a server serving both: helm picks v1" "${auto:-nothing rendered}"
+if out=$(kb get mutatingadmissionpolicies.v1beta1.admissionregistration.k8s.io -o name 2>&1) && [[ $out == *beta-gpuslice* || -n $out ]]; then
+  pass "the policy reads back as v1beta1" "$(tr '\n' ' ' <<<"$out")"
+else
+  fail "the policy reads back as v1beta1" "$out"
+fi
 
 section "the v1beta1 policy mutates GPU pods inside that API server"
 pod() {  # name limits-flow-map
@@ -142,12 +151,12 @@ got=$(pod cpu-only '{cpu: 100m}' | kb create --dry-run=server -o json -f - 2>&1 
 [[ $got == '{"s":"default-scheduler","a":{}}' ]] && pass "a CPU pod is left alone" "$got" ||
   fail "a CPU pod is left alone" "$got"
 
-section "gpuslice doctor on that server (v1 not served: doctor lists v1beta1)"
+section "gpuslice doctor on that server"
 DOCTOR_OUT=$("$(gpuslice_bin)" doctor --kubeconfig "$work/beta.kubeconfig" --probe-namespace default 2>&1)
 ap=$(doctor_block admission-policy) gd=$(doctor_block gpu-pod-dry-run)
-[[ $(doctor_verdict admission-policy) == PASS && $ap == *"admissionregistration.k8s.io/v1beta1"* ]] &&
-  pass "doctor: admission-policy PASS, the policy found as v1beta1" "$ap" ||
-  fail "doctor: admission-policy PASS, the policy found as v1beta1" "$ap"
+[[ $(doctor_verdict admission-policy) == PASS ]] &&
+  pass "doctor: admission-policy PASS, the policy created as v1beta1 found and bound for default" "$ap" ||
+  fail "doctor: admission-policy PASS, the policy created as v1beta1 found" "$ap"
 [[ $(doctor_verdict gpu-pod-dry-run) == PASS ]] && pass "doctor: gpu-pod-dry-run PASS (mutated by the v1beta1 policy)" "$gd" ||
   fail "doctor: gpu-pod-dry-run PASS (mutated by the v1beta1 policy)" "$gd"
 note "(the other checks of doctor need nodes, a Lease and the guard, which this bare API server does not have)"

@@ -17,7 +17,7 @@
 #      and the Lease by what they point at; no service-port-mismatch; the dry-run GPU pod was mutated by the
 #      renamed webhook (the API server really dialed localhost:9543 through the tunnel);
 #   2. broken: the Service made a ClusterIP with the same ports: webhook-config FAIL [service-port-mismatch], and
-#      the API server agrees (the dry-run GPU pod is not mutated: refused by the guard);
+#      the API server agrees (once it dials again, the dry-run GPU pod is not mutated: refused by the guard);
 #   3. broken: the renamed gpuslice stopped: webhook-config PASS (the Service is fine), gpu-pod-dry-run FAIL
 #      [webhook-down] (the tunnel works, nothing answers at the webhook);
 #   4. the Lease out of cluster (item 5): a configuration that names no leaderElection.resourceNamespace, `serve`
@@ -41,6 +41,7 @@ stop_serve() {
   kill -KILL "$serve_pid" 2>/dev/null
   wait "$serve_pid" 2>/dev/null
   serve_pid=""
+  ! in_ns a curl -s --max-time 2 -o /dev/null "http://127.0.0.1:$HPORT/livez"   # nothing of ours listens any more
 }
 cleanup() {
   stop_serve
@@ -102,7 +103,8 @@ open(work + "/serve-config.yaml", "w").write(yaml.safe_dump(c, sort_keys=False))
 PY
 }
 start_serve() {
-  in_ns a "$(gpuslice_bin)" serve --config="$work/serve-config.yaml" >>"$work/serve.log" 2>&1 &
+  # ip netns exec execs gpuslice: $! is gpuslice's own pid (a shell function here would leave it orphaned).
+  ip netns exec "$(netns_of a)" "$(gpuslice_bin)" serve --config="$work/serve-config.yaml" >>"$work/serve.log" 2>&1 &
   serve_pid=$!
   wait_for 30 in_ns a curl -sf --cacert "$work/tls/ca.crt" --resolve "$N-webhook.$R.svc:$WPORT:127.0.0.1" \
     "https://$N-webhook.$R.svc:$WPORT/readyz?exclude=leader"
@@ -172,6 +174,9 @@ section "broken: the webhook's Service a ClusterIP with the same ports (443, not
 kubectl -n "$R" get service "$N-webhook" -o yaml >"$work/service.yaml"
 kubectl -n "$R" delete service "$N-webhook" --wait=true >/dev/null 2>&1
 kubectl -n "$R" create service clusterip "$N-webhook" --tcp=443:"$WPORT" >/dev/null 2>&1
+# The API server resolves the Service when it dials, and keeps its connection to the webhook alive: restart the
+# webhook so the next call dials (and resolves) again.
+stop_serve; start_serve || fail "the renamed gpuslice restarted" "$(tail -5 "$work/serve.log")"
 rc=0; run_doctor a --probe-namespace "$P" || rc=$?
 b=$(doctor_block webhook-config)
 if ((rc == 1)) && [[ $(doctor_verdict webhook-config) == FAIL && $b == *"[service-port-mismatch]"* ]]; then
@@ -189,7 +194,7 @@ wait_for 20 restored && pass "the ExternalName Service restored: doctor passes a
   fail "the ExternalName Service restored: doctor passes again" "$DOCTOR_OUT"
 
 section "broken: the renamed gpuslice stopped (the Service is right, nothing answers)"
-stop_serve
+stop_serve || fail "the renamed gpuslice stopped" "its health port $HPORT still answers"
 rc=0; run_doctor a --probe-namespace "$P" || rc=$?
 b=$(doctor_block gpu-pod-dry-run)
 if ((rc == 1)) && [[ $(doctor_verdict webhook-config) == PASS && $(doctor_verdict gpu-pod-dry-run) == FAIL && $b == *"[webhook-down]"* ]]; then

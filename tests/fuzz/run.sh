@@ -53,7 +53,7 @@ for t in "${targets[@]}"; do
   printf '\n---- fuzz_%s: %s s\n' "$t" "$SECONDS_PER"
   rc=0
   nice -n "$NICE" "$bin/fuzz_$t" "${args[@]}" "$work/new" "$ROOT/tests/fuzz/corpus/$t" >"$work/log" 2>&1 || rc=$?
-  grep -E '^(#[0-9]+ +DONE|Done [0-9]+ runs|stat::number_of_executed_units|stat::peak_rss_mb|stat::new_units_added)' \
+  grep -E '^(#[0-9]+[[:space:]]+DONE|Done [0-9]+ runs|stat::number_of_executed_units|stat::peak_rss_mb|stat::new_units_added)' \
     "$work/log" || true
   if [ $rc -ne 0 ] || grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:' "$work/log"; then
     failed+=("$t")

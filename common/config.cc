@@ -144,11 +144,13 @@ bool score_weights(Walker& w, const json::value& n, const std::string& path, Sco
   for (const auto& kv : n.get_object()) {
     const std::string key(kv.key());
     const std::string sub = path + "." + key;
-    const auto* it = std::find_if(std::begin(kPlugins), std::end(kPlugins), [&](const auto& e) { return e.first == key; });
+    const auto* it =
+        std::find_if(std::begin(kPlugins), std::end(kPlugins), [&](const auto& e) { return e.first == key; });
     if (it == std::end(kPlugins)) {
       if (key == "GpuSlice") {
-        return w.fail(sub, "GpuSlice has no weight: its node policy (nodeSchedulerPolicy) ranks nodes after the "
-                           "preference scores and before the resource scores (docs/scheduling.md)");
+        return w.fail(sub,
+                      "GpuSlice has no weight: its node policy (nodeSchedulerPolicy) ranks nodes after the "
+                      "preference scores and before the resource scores (docs/scheduling.md)");
       }
       if (key == "ImageLocality") {
         return w.fail(sub, "ImageLocality is not implemented by gpuslice (node images are not read)");

@@ -183,7 +183,11 @@ Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const Schedule
       return feasible.size() >= want;
     }
     if (tiered) {
-      (busy(n) ? busy_seen : free_seen) += 1;
+      if (busy(n)) {
+        ++busy_seen;
+      } else {
+        free_seen = true;
+      }
       return feasible.size() >= want;
     }
     // Without scoring the first feasible node wins, unless busy: then the first one that is not, looking at most

@@ -108,7 +108,7 @@ struct PodFacts {
   /// 100m and 200 MiB for each container that requests none (schedutil.DefaultMilliCPURequest/DefaultMemoryRequest).
   int64_t nonzero_cpu_milli = 0;
   int64_t nonzero_memory_bytes = 0;
-  std::vector<std::string> unsupported;         ///< features a plugin would need that gpuslice does not evaluate
+  std::vector<std::string> unsupported;  ///< features a plugin would need that gpuslice does not evaluate
 
   /// Terms by which this pod, once placed, scores other pods (InterPodAffinity's PreScore of an incoming pod reads
   /// existing pods' preferred terms and their required affinity; required anti-affinity only filters).

@@ -55,9 +55,7 @@ class NodeResourcesFit final : public Plugin {
     std::sort(st.reasons.begin(), st.reasons.end());
     return st;
   }
-  bool pre_score(const CycleContext&, CycleState&, const std::vector<const NodeState*>&) const override {
-    return true;
-  }
+  bool pre_score(const CycleContext&, CycleState&, const std::vector<const NodeState*>&) const override { return true; }
   int64_t score(const CycleContext& ctx, const CycleState&, const NodeState& n) const override {
     int64_t sum = 0;
     int64_t weights = 0;

@@ -2,9 +2,10 @@
 
 #include "common/base64.h"
 #include "common/json_access.h"
+#include "common/yaml_json.h"
 
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
+#include <boost/json/value.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -30,27 +31,36 @@ std::string resolve(std::string_view base_dir, const std::string& p) {
   return out + p;
 }
 
-// Reads an optional scalar string field; errors when present but not a scalar.
-Result<std::string> str_field(const YAML::Node& parent, const char* key, const std::string& where) {
-  const YAML::Node n = parent[key];
-  if (!n.IsDefined() || n.IsNull()) {
-    return std::string();
-  }
-  if (!n.IsScalar()) {
-    return make_error(fmt::format("{}.{}: expected a string", where, key));
-  }
-  return n.Scalar();
+namespace json = boost::json;
+
+// The document is read with every scalar as its text (YamlScalars::kText): a map is a json::object, a list a
+// json::array, a scalar a json::string, `~`/empty a null.
+const json::value* field(const json::object& parent, const char* key) {
+  const json::value* v = parent.if_contains(key);
+  return v == nullptr || v->is_null() ? nullptr : v;
 }
 
-Result<bool> bool_field(const YAML::Node& parent, const char* key, const std::string& where) {
-  const YAML::Node n = parent[key];
-  if (!n.IsDefined() || n.IsNull()) {
+// Reads an optional scalar string field; errors when present but not a scalar.
+Result<std::string> str_field(const json::object& parent, const char* key, const std::string& where) {
+  const json::value* n = field(parent, key);
+  if (n == nullptr) {
+    return std::string();
+  }
+  if (!n->is_string()) {
+    return make_error(fmt::format("{}.{}: expected a string", where, key));
+  }
+  return std::string(n->get_string());
+}
+
+Result<bool> bool_field(const json::object& parent, const char* key, const std::string& where) {
+  const json::value* n = field(parent, key);
+  if (n == nullptr) {
     return false;
   }
-  if (!n.IsScalar()) {
+  if (!n->is_string()) {
     return make_error(fmt::format("{}.{}: expected true or false", where, key));
   }
-  const std::string& s = n.Scalar();
+  const std::string s(n->get_string());
   if (s == "true" || s == "True" || s == "TRUE") {
     return true;
   }
@@ -60,7 +70,7 @@ Result<bool> bool_field(const YAML::Node& parent, const char* key, const std::st
   return make_error(fmt::format("{}.{}: \"{}\" is not true or false", where, key, s));
 }
 
-Result<std::string> data_field(const YAML::Node& parent, const char* key, const std::string& where) {
+Result<std::string> data_field(const json::object& parent, const char* key, const std::string& where) {
   auto s = str_field(parent, key, where);
   if (!s) {
     return s;
@@ -86,19 +96,21 @@ Result<std::string> data_field(const YAML::Node& parent, const char* key, const 
 
 // Iterates a list of {name: X, <inner>: {...}} entries.
 template <class F>
-Status for_each_named(const YAML::Node& root, const char* list, const char* inner, F&& f) {
-  const YAML::Node entries = root[list];
-  if (!entries.IsDefined() || entries.IsNull()) {
+Status for_each_named(const json::object& root, const char* list, const char* inner, F&& f) {
+  const json::value* entries = field(root, list);
+  if (entries == nullptr) {
     return Status::Ok();
   }
-  if (!entries.IsSequence()) {
+  if (!entries->is_array()) {
     return make_error(fmt::format("{}: expected a list", list));
   }
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    const YAML::Node e = entries[i];
-    if (!e.IsMap()) {
+  static const json::object kEmpty;
+  for (std::size_t i = 0; i < entries->get_array().size(); ++i) {
+    const json::value& ev = entries->get_array()[i];
+    if (!ev.is_object()) {
       return make_error(fmt::format("{}[{}]: expected a map with name and {}", list, i, inner));
     }
+    const json::object& e = ev.get_object();
     auto name = str_field(e, "name", fmt::format("{}[{}]", list, i));
     if (!name) {
       return name.error();
@@ -106,12 +118,12 @@ Status for_each_named(const YAML::Node& root, const char* list, const char* inne
     if (name->empty()) {
       return make_error(fmt::format("{}[{}].name: missing", list, i));
     }
-    const YAML::Node body = e[inner];
+    const json::value* body = field(e, inner);
     const std::string where = fmt::format("{}[{}].{}", list, *name, inner);
-    if (body.IsDefined() && !body.IsNull() && !body.IsMap()) {
+    if (body != nullptr && !body->is_object()) {
       return make_error(fmt::format("{}: expected a map", where));
     }
-    Status s = f(*name, body.IsDefined() && !body.IsNull() ? body : YAML::Node(YAML::NodeType::Map), where);
+    Status s = f(*name, body != nullptr ? body->get_object() : kEmpty, where);
     if (!s) {
       return s;
     }
@@ -119,7 +131,7 @@ Status for_each_named(const YAML::Node& root, const char* list, const char* inne
   return Status::Ok();
 }
 
-Result<ExecConfig> parse_exec(const YAML::Node& n, std::string_view base_dir, const std::string& where) {
+Result<ExecConfig> parse_exec(const json::object& n, std::string_view base_dir, const std::string& where) {
   ExecConfig e;
   GS_TRY_ASSIGN(e.api_version, str_field(n, "apiVersion", where));
   GS_TRY_ASSIGN(e.command, str_field(n, "command", where));
@@ -132,30 +144,30 @@ Result<ExecConfig> parse_exec(const YAML::Node& n, std::string_view base_dir, co
   if (e.command.find('/') != std::string::npos) {
     e.command = resolve(base_dir, e.command);
   }
-  const YAML::Node args = n["args"];
-  if (args.IsDefined() && !args.IsNull()) {
-    if (!args.IsSequence()) {
+  if (const json::value* args = field(n, "args")) {
+    if (!args->is_array()) {
       return make_error(fmt::format("{}.args: expected a list of strings", where));
     }
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      if (!args[i].IsScalar()) {
+    for (std::size_t i = 0; i < args->get_array().size(); ++i) {
+      const json::value& a = args->get_array()[i];
+      if (!a.is_string()) {
         return make_error(fmt::format("{}.args[{}]: expected a string", where, i));
       }
-      e.args.push_back(args[i].Scalar());
+      e.args.emplace_back(a.get_string());
     }
   }
-  const YAML::Node env = n["env"];
-  if (env.IsDefined() && !env.IsNull()) {
-    if (!env.IsSequence()) {
+  if (const json::value* env = field(n, "env")) {
+    if (!env->is_array()) {
       return make_error(fmt::format("{}.env: expected a list of {{name, value}}", where));
     }
-    for (std::size_t i = 0; i < env.size(); ++i) {
-      if (!env[i].IsMap()) {
+    for (std::size_t i = 0; i < env->get_array().size(); ++i) {
+      const json::value& item = env->get_array()[i];
+      if (!item.is_object()) {
         return make_error(fmt::format("{}.env[{}]: expected {{name, value}}", where, i));
       }
       std::string name, value;
-      GS_TRY_ASSIGN(name, str_field(env[i], "name", fmt::format("{}.env[{}]", where, i)));
-      GS_TRY_ASSIGN(value, str_field(env[i], "value", fmt::format("{}.env[{}]", where, i)));
+      GS_TRY_ASSIGN(name, str_field(item.get_object(), "name", fmt::format("{}.env[{}]", where, i)));
+      GS_TRY_ASSIGN(value, str_field(item.get_object(), "value", fmt::format("{}.env[{}]", where, i)));
       if (name.empty() || name.find('=') != std::string::npos) {
         return make_error(fmt::format("{}.env[{}].name: \"{}\" is not a valid variable name", where, i, name));
       }
@@ -165,19 +177,20 @@ Result<ExecConfig> parse_exec(const YAML::Node& n, std::string_view base_dir, co
   return e;
 }
 
-Result<KubeconfigFile> parse_document(const YAML::Node& root, std::string_view base_dir) {
+Result<KubeconfigFile> parse_document(const json::value& doc, std::string_view base_dir) {
   KubeconfigFile f;
-  if (!root.IsDefined() || root.IsNull()) {
+  if (doc.is_null()) {
     return f;  // an empty file is a valid, empty kubeconfig
   }
-  if (!root.IsMap()) {
+  if (!doc.is_object()) {
     return make_error("kubeconfig: top level is not a map");
   }
+  const json::object& root = doc.get_object();
   GS_TRY_ASSIGN(f.current_context, str_field(root, "current-context", "kubeconfig"));
 
   Status s = for_each_named(
       root, "clusters", "cluster",
-      [&](const std::string& name, const YAML::Node& c, const std::string& where) -> Status {
+      [&](const std::string& name, const json::object& c, const std::string& where) -> Status {
         KubeconfigFile::Cluster cl;
         GS_TRY_ASSIGN(cl.server, str_field(c, "server", where));
         GS_TRY_ASSIGN(cl.tls_server_name, str_field(c, "tls-server-name", where));
@@ -198,7 +211,7 @@ Result<KubeconfigFile> parse_document(const YAML::Node& root, std::string_view b
     return s.error();
   }
   s = for_each_named(
-      root, "users", "user", [&](const std::string& name, const YAML::Node& u, const std::string& where) -> Status {
+      root, "users", "user", [&](const std::string& name, const json::object& u, const std::string& where) -> Status {
         KubeconfigFile::User us;
         std::string cert_file, key_file, token_file;
         GS_TRY_ASSIGN(cert_file, str_field(u, "client-certificate", where));
@@ -210,27 +223,24 @@ Result<KubeconfigFile> parse_document(const YAML::Node& root, std::string_view b
         GS_TRY_ASSIGN(us.client_cert_pem, data_field(u, "client-certificate-data", where));
         GS_TRY_ASSIGN(us.client_key_pem, data_field(u, "client-key-data", where));
         GS_TRY_ASSIGN(us.token, str_field(u, "token", where));
-        const YAML::Node exec = u["exec"];
-        if (exec.IsDefined() && !exec.IsNull()) {
-          if (!exec.IsMap()) {
+        if (const json::value* exec = field(u, "exec")) {
+          if (!exec->is_object()) {
             return make_error(fmt::format("{}.exec: expected a map", where));
           }
-          auto e = parse_exec(exec, base_dir, where + ".exec");
+          auto e = parse_exec(exec->get_object(), base_dir, where + ".exec");
           if (!e) {
             return e.error();
           }
           us.exec = std::move(*e);
         }
         // Recorded, not rejected here: only the user a context selects must be usable.
-        const YAML::Node ap = u["auth-provider"];
-        if (ap.IsDefined() && !ap.IsNull()) {
-          std::string provider =
-              ap.IsMap() && ap["name"].IsDefined() && ap["name"].IsScalar() ? ap["name"].Scalar() : "?";
+        if (const json::value* ap = field(u, "auth-provider")) {
+          const json::value* pname = ap->is_object() ? field(ap->get_object(), "name") : nullptr;
+          std::string provider = pname != nullptr && pname->is_string() ? std::string(pname->get_string()) : "?";
           us.unsupported = fmt::format("auth-provider ({})", provider);
         } else {
           for (const char* key : {"username", "password", "as", "as-uid", "as-groups", "as-user-extra"}) {
-            const YAML::Node n = u[key];
-            if (n.IsDefined() && !n.IsNull()) {
+            if (field(u, key) != nullptr) {
               us.unsupported = key;
               break;
             }
@@ -243,7 +253,7 @@ Result<KubeconfigFile> parse_document(const YAML::Node& root, std::string_view b
     return s.error();
   }
   s = for_each_named(root, "contexts", "context",
-                     [&](const std::string& name, const YAML::Node& c, const std::string& where) -> Status {
+                     [&](const std::string& name, const json::object& c, const std::string& where) -> Status {
                        KubeconfigFile::Context ctx;
                        GS_TRY_ASSIGN(ctx.cluster, str_field(c, "cluster", where));
                        GS_TRY_ASSIGN(ctx.user, str_field(c, "user", where));
@@ -285,15 +295,15 @@ Result<KubeconfigFile> load_one(const std::string& path, const Environment& env)
 }  // namespace
 
 Result<KubeconfigFile> parse_kubeconfig(std::string_view yaml_text, std::string_view base_dir) {
-  try {
-    const YAML::Node root = YAML::Load(std::string(yaml_text));
-    return parse_document(root, base_dir);
-  } catch (const YAML::Exception& e) {
-    return make_error(
-        fmt::format("kubeconfig: invalid YAML at line {}, column {}: {}", e.mark.line + 1, e.mark.column + 1, e.msg));
-  } catch (const std::exception& e) {
-    return make_error(fmt::format("kubeconfig: {}", e.what()));
+  // The bounded reader (aliases, depth; common/yaml_json.h), first document only as client-go's loader reads it.
+  YamlReadOptions options;
+  options.scalars = YamlScalars::kText;
+  options.first_document_only = true;
+  auto doc = yaml_to_json_first(yaml_text, options);
+  if (!doc) {
+    return make_error(fmt::format("kubeconfig: {}", doc.message()));
   }
+  return parse_document(*doc, base_dir);
 }
 
 KubeconfigFile merge_kubeconfigs(const std::vector<KubeconfigFile>& files) {

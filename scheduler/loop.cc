@@ -711,8 +711,11 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
       m.attempts.with({"scheduled"}).inc();
       m.e2e.with({}).observe(std::chrono::duration<double>(now - b->first_seen).count());
       recent_binds_[key] = {node, now};
-      nominations_.erase(key);  // the assumption replaced its nominated record
+      const bool was_nominated = nominations_.erase(key) != 0;  // the assumption replaced its nominated record
       queue_.done(key);
+      if (was_nominated) {
+        nomination_ended();
+      }
       reporter_.forget(key);
       reporter_.event(b->event_ref, "Scheduled", "Normal", "Successfully assigned " + key.str() + " to " + node);
       pending_.erase(key);
@@ -955,6 +958,7 @@ void SchedulingLoop::update_gauges() {
   m.pending.with({"backoff"}).set(static_cast<double>(queue_.waiting_size()));
   m.pending.with({"in_flight"}).set(static_cast<double>(queue_.in_flight_size()));
   m.binds_in_flight.with({}).set(static_cast<double>(binders_.size()));
+  m.preemptions_in_flight.with({}).set(static_cast<double>(nominations_.size()));
   std::vector<CardRow> rows;
   snapshot_.for_each_node([&](const NodeState& n) {
     for (const auto& c : n.cards) {

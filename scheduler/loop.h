@@ -216,6 +216,9 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   /// Holds the nominated node's cards again for a pod whose victims are still terminating.
   void hold_nomination(const PodKey& key, const PodInfo& info, const std::string& node);
   void drop_nomination(const PodKey& key);
+  /// A nomination left nominations_ (its pod bound): the in-flight gauge, and a retry of the pods waiting for a
+  /// place under scheduler.preemption.maxInFlight.
+  void nomination_ended();
   /// Carries a preemption out: status.nominatedNodeName, then per victim DisruptionTarget and a graceful
   /// delete, with a Preempted Event.
   boost::asio::awaitable<void> preempt_task(PodKey key, PreemptionCandidate chosen, boost::json::object event_ref);

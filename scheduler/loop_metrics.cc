@@ -23,8 +23,28 @@ LoopMetrics& LoopMetrics::get() {
                   {"operation"}),
         r.counter("gpuslice_scheduler_side_effects_dropped_total",
                   "Events and status patches dropped because too many were in flight.", {}),
+        // kube-scheduler's scheduler_preemption_attempts_total and scheduler_preemption_victims (same meaning and
+        // buckets, pkg/scheduler/metrics/metrics.go; counted where DefaultPreemption's PostFilter and
+        // prepareCandidate count them), and a gauge of what scheduler.preemption.maxInFlight caps.
+        r.counter("gpuslice_scheduler_preemption_attempts_total",
+                  "Preemption attempts: pods that fit nowhere and went through preemption (eligible or not, waiting "
+                  "for victims included), as kube-scheduler's scheduler_preemption_attempts_total.",
+                  {}),
+        r.histogram("gpuslice_scheduler_preemption_victims",
+                    "Pods chosen as victims by each preemption that nominated its pod, as kube-scheduler's "
+                    "scheduler_preemption_victims.",
+                    {}, metrics::exponential_buckets(1, 2, 7)),
+        r.gauge("gpuslice_scheduler_preemptions_in_flight",
+                "Preemptors nominated to a node and waiting for their victims to terminate (at most "
+                "scheduler.preemption.maxInFlight).",
+                {}),
         {},
         {}};
+    // Unlabelled series are on /metrics from the start (0, an empty histogram): a restarted scheduler that
+    // preempts nothing shows it rather than showing nothing.
+    (void)out->preemption_attempts.with({});
+    (void)out->preemption_victims.with({});
+    (void)out->preemptions_in_flight.with({});
     r.add_collector([out](std::string& text) {
       // Copy the rows under the lock and format outside it: a scrape of a large fleet never holds the mutex the
       // loop's update_gauges() takes while it writes 5 lines per card.

@@ -1,6 +1,8 @@
 #pragma once
 // The scheduling loop's Prometheus metrics (gpuslice_scheduler_*): attempts, end-to-end and decision latency, queue and
-// in-flight gauges, node-lock operations, dropped side effects, and per-card allocation gauges.
+// in-flight gauges, node-lock operations, dropped side effects, priority preemption (attempts, victims per
+// preemption, nominations in flight: kube-scheduler's scheduler_preemption_* of pkg/scheduler/metrics/metrics.go),
+// and per-card allocation gauges.
 
 #include "common/metrics.h"
 
@@ -23,6 +25,9 @@ struct LoopMetrics {
   metrics::Family<metrics::Gauge>& binds_in_flight;
   metrics::Family<metrics::Counter>& lock_ops;
   metrics::Family<metrics::Counter>& events_dropped;
+  metrics::Family<metrics::Counter>& preemption_attempts;  ///< every PostFilter run (scheduler/loop_preemption.cc)
+  metrics::HistogramFamily& preemption_victims;            ///< pods chosen per preemption that nominates
+  metrics::Family<metrics::Gauge>& preemptions_in_flight;  ///< nominations waiting for their victims
   std::mutex cards_mutex;
   std::vector<CardRow> cards;
 

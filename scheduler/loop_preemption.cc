@@ -33,6 +33,10 @@ int64_t unix_now(WallTime t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
 }
 
+void set_in_flight_gauge(size_t nominations) {
+  LoopMetrics::get().preemptions_in_flight.with({}).set(static_cast<double>(nominations));
+}
+
 int32_t priority_of(const PodInfo& info) {
   return info.facts ? info.facts->priority : 0;
 }
@@ -97,8 +101,19 @@ std::optional<Decision> SchedulingLoop::decide_on_nominated_node(const PodKey& k
 
 void SchedulingLoop::drop_nomination(const PodKey& key) {
   nominations_.erase(key);
+  set_in_flight_gauge(nominations_.size());
   if (const PodRecord* rec = snapshot_.find_pod(key.ns, key.name); rec != nullptr && rec->nominated) {
     snapshot_.forget(key.ns, key.name);
+  }
+}
+
+void SchedulingLoop::nomination_ended() {
+  set_in_flight_gauge(nominations_.size());
+  // A place under scheduler.preemption.maxInFlight is free: the preemptors told "retried when one completes"
+  // are retried now rather than at the end of their backoff.
+  if (options_.scheduler.preemption.enabled) {
+    queue_.move_all_to_active(options_.clock.steady());
+    wake();
   }
 }
 
@@ -136,6 +151,7 @@ void SchedulingLoop::hold_nomination(const PodKey& key, const PodInfo& info, con
       }
     }
     it = nominations_.insert_or_assign(key, std::move(n)).first;
+    set_in_flight_gauge(nominations_.size());
   }
   if (auto st = snapshot_.nominate(info, node, it->second.devices, unix_now(options_.clock.wall())); !st) {
     log::warning("nomination not held", {{"pod", key.str()}, {"node", node}, {"error", st.message()}});
@@ -147,6 +163,9 @@ std::string SchedulingLoop::preempt_or_wait(const PodKey& key, const PodInfo& in
   if (!config.enabled) {
     return std::string();
   }
+  // Every PostFilter run counts, as DefaultPreemption.PostFilter's deferred PreemptionAttempts.Inc() does
+  // (kubernetes pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go): eligible or not.
+  LoopMetrics::get().preemption_attempts.with({}).inc();
   std::string nominated = nomination_of(key);
   if (nominated.empty() && info.facts) {
     nominated = info.facts->nominated_node;
@@ -177,7 +196,9 @@ std::string SchedulingLoop::preempt_or_wait(const PodKey& key, const PodInfo& in
   }
   // Eligible: an earlier nomination, if any, is no longer valid (its victims are gone and the pod still does not
   // fit there, or the node cannot take it any more). Preempt again, counting against the cap like a new one.
-  nominations_.erase(key);
+  if (nominations_.erase(key) != 0) {
+    set_in_flight_gauge(nominations_.size());
+  }
   if (nominations_.size() >= static_cast<size_t>(config.max_in_flight)) {
     return "preemption: " + std::to_string(nominations_.size()) +
            " preemptions in flight (scheduler.preemption.maxInFlight " + std::to_string(config.max_in_flight) +
@@ -201,7 +222,11 @@ std::string SchedulingLoop::preempt_or_wait(const PodKey& key, const PodInfo& in
     log::warning("nomination not held", {{"pod", key.str()}, {"node", n.node}, {"error", st.message()}});
   }
   nominations_[key] = std::move(n);
+  set_in_flight_gauge(nominations_.size());
   ++stats_.preemptions;
+  // Observed when the chosen candidate's preparation starts, as prepareCandidate does (kubernetes
+  // pkg/scheduler/framework/preemption/preemption.go): every victim chosen, terminating ones included.
+  LoopMetrics::get().preemption_victims.with({}).observe(static_cast<double>(r.chosen.victims.size()));
   const std::string summary = preemption_summary(r.chosen);
   log::info("preempting", {{"pod", key.str()}, {"node", r.chosen.node}, {"summary", summary}});
   boost::json::object ref = ref_of(key.ns, key.name, kube::uid_of(pod));

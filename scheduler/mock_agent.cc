@@ -238,11 +238,12 @@ std::optional<json::object> plugin_fallback_pending_pod(const std::vector<const 
   return std::nullopt;
 }
 
-MockDeviceAgent::MockDeviceAgent(asio::any_io_executor executor, std::shared_ptr<LoopApi> api, std::string gpu_resource)
-    : executor_(std::move(executor)), api_(std::move(api)), gpu_resource_(std::move(gpu_resource)) {}
+MockDeviceAgent::MockDeviceAgent(asio::any_io_executor executor, std::shared_ptr<LoopApi> api, std::string gpu_resource,
+                                 MockAgentRetry retry)
+    : executor_(std::move(executor)), api_(std::move(api)), gpu_resource_(std::move(gpu_resource)), retry_(retry) {}
 
 std::size_t MockDeviceAgent::in_flight() const {
-  std::size_t n = 0;
+  std::size_t n = rejections_in_flight_;
   for (const auto& [node, q] : queues_) {
     n += q.pods.size() + (q.running ? 1 : 0);
   }
@@ -503,18 +504,42 @@ asio::awaitable<void> MockDeviceAgent::admit(std::string node, std::string key) 
     json::object status{{"phase", "Failed"},
                         {"reason", "UnexpectedAdmissionError"},
                         {"message", "Pod was rejected: Allocate failed due to " + error + ", which is unexpected"}};
-    const std::string body = json::serialize(json::object{{"status", std::move(status)}});
-    for (int attempt = 0; attempt < 5; ++attempt) {
-      auto r = co_await api_->patch_pod_status(ns, name, body);
-      if (r || r.error().is_not_found()) {
-        break;
-      }
-      log::warning("rejecting the pod failed", {{"pod", key}, {"error", r.error().to_string()}});
-      asio::steady_timer t(executor_);
-      t.expires_after(std::chrono::milliseconds(500 << attempt));
-      co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-    }
+    ++rejections_in_flight_;
+    asio::co_spawn(executor_, write_rejection(ns, name, json::serialize(json::object{{"status", std::move(status)}})),
+                   asio::detached);
   }
+}
+
+asio::awaitable<void> MockDeviceAgent::write_rejection(std::string ns, std::string name, std::string body) {
+  auto self = shared_from_this();
+  const std::string key = ns + "/" + name;
+  std::chrono::milliseconds delay = retry_.first;
+  std::chrono::milliseconds waited{0};
+  bool written = false;
+  for (;;) {
+    auto r = co_await api_->patch_pod_status(ns, name, body);
+    if (r || r.error().is_not_found()) {
+      written = true;  // a pod already gone needs no status
+      break;
+    }
+    if (waited + delay > retry_.budget) {
+      break;
+    }
+    ++stats_.status_retries;
+    log::warning("rejecting the pod failed; retrying",
+                 {{"pod", key}, {"error", r.error().to_string()}, {"retryInMs", std::to_string(delay.count())}});
+    asio::steady_timer t(executor_);
+    t.expires_after(delay);
+    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    waited += delay;
+    delay = std::min(delay * 2, retry_.cap);
+  }
+  if (!written) {
+    ++stats_.status_abandoned;
+    log::error("rejecting the pod failed; giving up, the pod stays Pending on its node",
+               {{"pod", key}, {"retriedForMs", std::to_string(waited.count())}});
+  }
+  --rejections_in_flight_;
 }
 
 asio::awaitable<void> MockDeviceAgent::finish_pod(const std::string& node, const json::object& pending,

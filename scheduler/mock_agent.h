@@ -34,6 +34,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 
+#include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
@@ -97,16 +98,31 @@ struct MockAgentStats {
   uint64_t allocate_calls = 0;
   uint64_t locks_released = 0;
   uint64_t conflicts = 0;
+  uint64_t status_retries = 0;    ///< pods/status writes of a rejection tried again after an error
+  uint64_t status_abandoned = 0;  ///< rejections whose pods/status write never succeeded within the budget
+};
+
+/// How the agent retries the pods/status write that moves a rejected pod to phase Failed. kubelet's status
+/// manager keeps such a write until it lands (it re-syncs every pod every 10 s, pkg/kubelet/status); the agent
+/// retries on ANY error but NotFound (a restarting API server answers 403 until its RBAC cache has synced, 429,
+/// 5xx, or nothing at all) with a doubling delay from `first` capped at `cap`, and gives up once the delays add up
+/// to `budget`, so a pod deleted behind its back cannot keep a coroutine forever. The write runs beside the node's
+/// admission queue, as kubelet's status manager runs beside its admission: the next pod is not held behind it.
+struct MockAgentRetry {
+  std::chrono::milliseconds first{500};
+  std::chrono::milliseconds cap{5000};
+  std::chrono::milliseconds budget{120000};
 };
 
 class MockDeviceAgent : public std::enable_shared_from_this<MockDeviceAgent> {
  public:
   MockDeviceAgent(boost::asio::any_io_executor executor, std::shared_ptr<LoopApi> api,
-                  std::string gpu_resource = "nvidia.com/gpu");
+                  std::string gpu_resource = "nvidia.com/gpu", MockAgentRetry retry = {});
 
   void on_pod_event(const kube::ReflectorEvent& event);
   void on_node_event(const kube::ReflectorEvent& event);
   const MockAgentStats& stats() const { return stats_; }
+  /// Pods queued or being admitted, plus rejections whose pods/status write is still being retried.
   std::size_t in_flight() const;
 
  private:
@@ -123,10 +139,14 @@ class MockDeviceAgent : public std::enable_shared_from_this<MockDeviceAgent> {
   boost::asio::awaitable<void> finish_pod(const std::string& node, const boost::json::object& pending,
                                           std::string_view phase);
   boost::asio::awaitable<void> release_lock(const std::string& node, const std::string& ns, const std::string& name);
+  /// kubelet's rejection: phase Failed through pods/status, retried per `retry_`.
+  boost::asio::awaitable<void> write_rejection(std::string ns, std::string name, std::string body);
 
   boost::asio::any_io_executor executor_;
   std::shared_ptr<LoopApi> api_;
   std::string gpu_resource_;
+  MockAgentRetry retry_;
+  std::size_t rejections_in_flight_ = 0;
   std::set<std::string, std::less<>> managed_;
   std::set<std::string, std::less<>> listing_;                    // node names of the node list being delivered (paged)
   std::map<std::string, boost::json::object, std::less<>> pods_;  // bound pods on managed nodes, by ns/name

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Issue 14 chaos: the path from gpuslice (and everything else in tenant-a's worker namespace: kwok, the device agent)
-# to the API server cut for E2E_PARTITION_SECONDS (default 25 s: longer than the 15 s Lease and every client deadline, which is what the issue's 60 s exercises; CI time is why it is not 60) by dropping its packets (iptables in the network namespace: connections hang,
+# to the API server cut for E2E_PARTITION_SECONDS (default 60 s, the issue's minute: four times the 15 s Lease and
+# longer than every client deadline) by dropping its packets (iptables in the network namespace: connections hang,
 # nothing is refused), then restored, under a burst. The webhook path (API server -> Konnectivity -> gpuslice) stays
 # up, so pods keep being admitted while nobody can schedule them. Ends with the accountant.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/chaos.sh"
 trap 'cut_restore; chaos_cleanup' EXIT
-CUT=${E2E_PARTITION_SECONDS:-25}
+CUT=${E2E_PARTITION_SECONDS:-60}
 
 section "chaos: gpuslice-to-API path cut for ${CUT} s, restored (tenant-a)"
 chaos_setup partition || exit 1

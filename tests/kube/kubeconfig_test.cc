@@ -253,6 +253,46 @@ contexts:
   REQUIRE(parse_kubeconfig("", "/"));  // an empty file is an empty config
 }
 
+TEST_CASE("kubeconfig: read with the bounded YAML reader (aliases, cycles, nesting, typed-looking scalars)") {
+  // Anchors and aliases are ordinary YAML and work.
+  auto shared = parse_kubeconfig(R"(
+clusters:
+- name: a
+  cluster: &c {server: "https://k:6443", insecure-skip-tls-verify: true}
+- name: b
+  cluster: *c
+)",
+                                 "/");
+  REQUIRE(shared);
+  REQUIRE(shared->clusters.at("b").server == "https://k:6443");
+  REQUIRE(shared->clusters.at("b").insecure_skip_tls_verify);
+  // Scalars stay text: a token or a server that looks like a number or a boolean is read as written.
+  auto numeric =
+      parse_kubeconfig("users: [{name: u, user: {token: 0x1F}}]\nclusters: [{name: c, cluster: {server: 1.5}}]", "/");
+  REQUIRE(numeric);
+  REQUIRE(numeric->users.at("u").token == "0x1F");
+  REQUIRE(numeric->clusters.at("c").server == "1.5");
+  // Billion laughs: refused on the alias budget, at once, naming the cap (YAML::Load expanded it).
+  std::string laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 9; ++i) {
+    laughs += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) {
+      laughs += std::string(k ? ", " : "") + "*a" + (i > 1 ? std::to_string(i - 1) : "");
+    }
+    laughs += "]\n";
+  }
+  auto bomb = parse_kubeconfig(laughs, "/");
+  REQUIRE_FALSE(bomb);
+  REQUIRE(bomb.message().rfind("kubeconfig: ", 0) == 0);
+  REQUIRE(bomb.message().find("alias") != std::string::npos);
+  auto cycle = parse_kubeconfig("clusters: &l [{name: c, cluster: {server: x}}, *l]\n", "/");
+  REQUIRE_FALSE(cycle);
+  REQUIRE(cycle.message().find("&l") != std::string::npos);
+  auto deep = parse_kubeconfig(std::string(100000, '['), "/");
+  REQUIRE_FALSE(deep);
+  REQUIRE(deep.message().rfind("kubeconfig: ", 0) == 0);
+}
+
 TEST_CASE("kubeconfig: $KUBECONFIG list merges first-wins and skips missing files") {
   TempDir dir;
   const auto a = dir.write("a/config", R"(

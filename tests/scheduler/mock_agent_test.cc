@@ -1,13 +1,20 @@
 // The lab's device agent (scheduler/mock_agent.h) against HAMi v2.10's plugin as we read it: kubelet's
 // Allocate calls, the plugin's decoder (empty entries dropped), the erase of one entry per call, the
-// environment a container gets, and GetPendingPod's fallback.
+// environment a container gets, and GetPendingPod's fallback; and kubelet's side of a rejection (the pods/status
+// write retried through a restarting API server without holding the node's queue).
 #include "scheduler/mock_agent.h"
 
+#include "common/json_access.h"
 #include "kube/objects.h"
 
+#include "loop_fake_api.h"
+
+#include <boost/asio/io_context.hpp>
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <string>
 
 using namespace gpuslice;
@@ -90,4 +97,112 @@ TEST_CASE("device plugin emulation: kubelet's calls, v2.10 decode, erase and env
   REQUIRE(found);
   CHECK(kube::name_of(*found) == "b");
   CHECK_FALSE(plugin_fallback_pending_pod({&a, &d}, "gpu-0"));
+}
+
+namespace {
+
+// A pod kubelet calls the plugin for (one container with an nvidia.com/gpu limit) that carries no device entry and
+// no lock names: GetPendingPod finds nothing, Allocate fails, kubelet rejects the pod.
+json::object orphan_pod(const std::string& name, const std::string& node) {
+  return json::object{
+      {"metadata", json::object{{"name", name}, {"namespace", "default"}}},
+      {"spec", json::object{{"nodeName", node},
+                            {"containers",
+                             json::array{json::object{
+                                 {"name", "c"},
+                                 {"resources", json::object{{"limits", json::object{{"nvidia.com/gpu", "1"}}}}}}}}}},
+      {"status", json::object{{"phase", "Pending"}}}};
+}
+
+struct AgentRig {
+  boost::asio::io_context io;
+  std::shared_ptr<testing::FakeApi> api = std::make_shared<testing::FakeApi>(io.get_executor());
+  std::shared_ptr<MockDeviceAgent> agent;
+
+  explicit AgentRig(MockAgentRetry retry) {
+    agent = std::make_shared<MockDeviceAgent>(io.get_executor(), api, "nvidia.com/gpu", retry);
+    api->subscribe_nodes([this](const kube::ReflectorEvent& e) { agent->on_node_event(e); });
+    api->subscribe_pods([this](const kube::ReflectorEvent& e) { agent->on_pod_event(e); });
+    api->put_node(json::object{{"metadata", json::object{{"name", "gpu-0"}}}});
+  }
+  std::string phase(const std::string& key) { return string_at_pointer(api->pods.at(key), "/status/phase"); }
+  long status_writes(const std::string& key) {
+    return std::count(api->calls.begin(), api->calls.end(), "patch_pod_status " + key);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("device agent: a rejection reaches pods/status through a restarting API server, beside the node's queue",
+          "[mock_agent]") {
+  // A restarted kube-apiserver answers 403 until its RBAC cache has synced, then 503 for a moment: kubelet's status
+  // manager keeps the write until it lands. The first pod's write fails until the second pod, queued behind it on
+  // the same node, has been rejected too: it can only pass if the retries do not hold the node's admission queue.
+  AgentRig rig(MockAgentRetry{std::chrono::milliseconds(1), std::chrono::milliseconds(4), std::chrono::seconds(10)});
+  int refused = 0;
+  rig.api->fault = [&](const std::string& call) -> std::optional<kube::ApiError> {
+    if (call != "patch_pod_status default/a") {
+      return std::nullopt;
+    }
+    const bool b_done = rig.api->pods.count("default/b") && rig.phase("default/b") == "Failed";
+    if (++refused <= 3 || !b_done) {
+      return kube::ApiError{403, "Forbidden", "pods \"a\" is forbidden: RBAC: clusterrole not found"};
+    }
+    if (refused == 4 || refused == 5) {
+      return kube::ApiError{503, "ServiceUnavailable", "the server is currently unable to handle the request"};
+    }
+    return std::nullopt;
+  };
+  rig.io.run_for(std::chrono::milliseconds(5));
+  rig.io.restart();
+  rig.api->put_pod(orphan_pod("a", "gpu-0"));
+  rig.api->put_pod(orphan_pod("b", "gpu-0"));
+  REQUIRE(testing::run_until(rig.io, [&] { return rig.agent->stats().rejected == 2 && rig.agent->in_flight() == 0; }));
+  CHECK(rig.phase("default/a") == "Failed");
+  CHECK(string_at_pointer(rig.api->pods.at("default/a"), "/status/reason") == "UnexpectedAdmissionError");
+  CHECK(rig.phase("default/b") == "Failed");
+  CHECK(refused >= 6);
+  CHECK(rig.status_writes("default/a") == refused);
+  CHECK(rig.agent->stats().status_retries == static_cast<uint64_t>(refused - 1));
+  CHECK(rig.agent->stats().status_abandoned == 0);
+}
+
+TEST_CASE("device agent: a rejection's pods/status retries are bounded; a pod gone needs no status", "[mock_agent]") {
+  SECTION("an API server that never accepts the write: doubling delays capped, then given up") {
+    // Delays 1, 2, 4, 4, 4, 4 ms add up to 19; one more would pass the 20 ms budget: 7 attempts in all.
+    AgentRig rig(
+        MockAgentRetry{std::chrono::milliseconds(1), std::chrono::milliseconds(4), std::chrono::milliseconds(20)});
+    rig.api->fault = [](const std::string& call) -> std::optional<kube::ApiError> {
+      if (call.rfind("patch_pod_status ", 0) == 0) {
+        return kube::ApiError{500, "InternalError", "etcdserver: request timed out"};
+      }
+      return std::nullopt;
+    };
+    rig.io.run_for(std::chrono::milliseconds(5));
+    rig.io.restart();
+    rig.api->put_pod(orphan_pod("a", "gpu-0"));
+    REQUIRE(
+        testing::run_until(rig.io, [&] { return rig.agent->stats().rejected == 1 && rig.agent->in_flight() == 0; }));
+    CHECK(rig.status_writes("default/a") == 7);
+    CHECK(rig.agent->stats().status_retries == 6);
+    CHECK(rig.agent->stats().status_abandoned == 1);
+    CHECK(rig.phase("default/a") == "Pending");
+  }
+  SECTION("NotFound ends the retries at once") {
+    AgentRig rig(MockAgentRetry{std::chrono::milliseconds(1), std::chrono::milliseconds(4), std::chrono::seconds(10)});
+    rig.api->fault = [&](const std::string& call) -> std::optional<kube::ApiError> {
+      if (call == "patch_pod_status default/a") {
+        return kube::ApiError{404, "NotFound", "pods \"a\" not found"};
+      }
+      return std::nullopt;
+    };
+    rig.io.run_for(std::chrono::milliseconds(5));
+    rig.io.restart();
+    rig.api->put_pod(orphan_pod("a", "gpu-0"));
+    REQUIRE(
+        testing::run_until(rig.io, [&] { return rig.agent->stats().rejected == 1 && rig.agent->in_flight() == 0; }));
+    CHECK(rig.status_writes("default/a") == 1);
+    CHECK(rig.agent->stats().status_retries == 0);
+    CHECK(rig.agent->stats().status_abandoned == 0);
+  }
 }

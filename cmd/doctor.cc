@@ -353,10 +353,34 @@ asio::awaitable<void> run_checks(std::shared_ptr<Client> client, Options opt, st
     results.push_back(with_source(check_lease(std::nullopt, names, std::chrono::system_clock::now())));
   } else {
     auto lease = co_await client->get_lease(names.lease_namespace, names.lease_name);
+    // Not where the configuration's namespace says: serve run out of cluster may have put it in gpuslice-system
+    // (doctor/diagnose.h: out_of_cluster_lease_namespace).
+    std::string second_look;
+    if (!lease && lease.error().is_not_found()) {
+      if (auto other = out_of_cluster_lease_namespace(names, config, opt.lease_namespace_explicit)) {
+        std::string other_ns = *other;
+        std::string lease_name = names.lease_name;
+        auto there = co_await client->get_lease(other_ns, lease_name);
+        if (there || there.error().is_not_found()) {
+          second_look =
+              out_of_cluster_lease_note(names.lease_namespace, other_ns, lease_name, static_cast<bool>(there));
+          if (there) {
+            names.lease_namespace = other_ns;
+            lease = std::move(there);
+          }
+        }
+      }
+    }
+    auto with_look = [&](CheckResult r) {
+      if (!second_look.empty()) {
+        r.evidence.insert(r.evidence.begin(), second_look);
+      }
+      return with_source(std::move(r));
+    };
     if (lease) {
-      results.push_back(with_source(check_lease(*lease, names, std::chrono::system_clock::now())));
+      results.push_back(with_look(check_lease(*lease, names, std::chrono::system_clock::now())));
     } else if (lease.error().is_not_found()) {
-      results.push_back(with_source(check_lease(std::nullopt, names, std::chrono::system_clock::now())));
+      results.push_back(with_look(check_lease(std::nullopt, names, std::chrono::system_clock::now())));
     } else {
       results.push_back(
           failed_read("scheduler-lease", "Lease " + names.lease_namespace + "/" + names.lease_name, lease.error()));

@@ -127,6 +127,43 @@ struct Walker {
   }
 };
 
+// scheduler.scoreWeights: score plugin name (kube-scheduler's) -> weight. kube-scheduler's own profile rewrites a
+// weight of 0 to 1 and only refuses an overflowing total (runtime/framework.go); gpuslice takes 0 as "this score
+// off" (its config has no disabled list) and bounds weights to 0..100 so the weighted sum stays small.
+bool score_weights(Walker& w, const json::value& n, const std::string& path, ScoreWeights& out) {
+  if (n.is_null()) return true;
+  if (!n.is_object()) return w.fail(path, "must be a mapping of score plugin name to weight");
+  static const std::pair<std::string_view, int64_t ScoreWeights::*> kPlugins[] = {
+      {"TaintToleration", &ScoreWeights::taint_toleration},
+      {"NodeAffinity", &ScoreWeights::node_affinity},
+      {"PodTopologySpread", &ScoreWeights::pod_topology_spread},
+      {"InterPodAffinity", &ScoreWeights::inter_pod_affinity},
+      {"NodeResourcesFit", &ScoreWeights::node_resources_fit},
+      {"NodeResourcesBalancedAllocation", &ScoreWeights::node_resources_balanced_allocation},
+  };
+  for (const auto& kv : n.get_object()) {
+    const std::string key(kv.key());
+    const std::string sub = path + "." + key;
+    const auto* it =
+        std::find_if(std::begin(kPlugins), std::end(kPlugins), [&](const auto& e) { return e.first == key; });
+    if (it == std::end(kPlugins)) {
+      if (key == "GpuSlice") {
+        return w.fail(sub,
+                      "GpuSlice has no weight: its node policy (nodeSchedulerPolicy) ranks nodes after the "
+                      "preference scores and before the resource scores (docs/scheduling.md)");
+      }
+      if (key == "ImageLocality") {
+        return w.fail(sub, "ImageLocality is not implemented by gpuslice (node images are not read)");
+      }
+      std::string list;
+      for (const auto& e : kPlugins) list += (list.empty() ? "" : ", ") + std::string(e.first);
+      return w.fail(sub, "\"" + key + "\" is not a score plugin (one of " + list + ")");
+    }
+    if (!w.integer<int64_t>(kv.value(), sub, out.*(it->second), 0, 100)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
@@ -282,6 +319,7 @@ Result<Configuration> parse_configuration(std::string_view yaml_text) {
                      {"kubeTimeout", [&](N m, P q) { return w.duration(m, q, s.kube_timeout); }},
                      {"maxBackoff", [&](N m, P q) { return w.duration(m, q, s.max_backoff); }},
                      {"hamiLegacyMetrics", [&](N m, P q) { return w.boolean(m, q, s.hami_legacy_metrics); }},
+                     {"scoreWeights", [&](N m, P q) { return score_weights(w, m, q, s.score_weights); }},
                      {"preemption",
                       [&](N m, P q) {
                         return w.mapping(

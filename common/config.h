@@ -69,6 +69,19 @@ struct PreemptionConfig {
   int max_in_flight = 16;  ///< nominations whose victims are still going away; more preemptors wait
 };
 
+/// Score weights of the scheduling profile (`scheduler.scoreWeights`: plugin name -> weight, 0..100; 0 turns that
+/// plugin's score off, its filter stays). Defaults: kube-scheduler's default profile
+/// (pkg/scheduler/apis/config/v1/default_plugins.go). How they combine with the GPU node policy: docs/scheduling.md.
+struct ScoreWeights {
+  int64_t taint_toleration = 3;
+  int64_t node_affinity = 2;
+  int64_t pod_topology_spread = 2;
+  int64_t inter_pod_affinity = 2;
+  int64_t node_resources_fit = 1;                  ///< NodeResourcesFit's LeastAllocated score (cpu, memory)
+  int64_t node_resources_balanced_allocation = 1;  ///< NodeResourcesBalancedAllocation (cpu, memory)
+  bool operator==(const ScoreWeights&) const = default;
+};
+
 struct SchedulerConfig {
   bool enabled = true;
   std::string node_scheduler_policy = "binpack";  ///< binpack | spread
@@ -82,6 +95,7 @@ struct SchedulerConfig {
   std::chrono::milliseconds max_backoff{10000};
   LeaderElectionConfig leader_election;
   PreemptionConfig preemption;
+  ScoreWeights score_weights;
   /// Also export HAMi's pre-2.8 metric names (GPUDeviceMemoryAllocated, vGPUMemoryAllocated, ...) beside its v2.10
   /// ones, as HAMi's scheduler does with its LegacyMetrics setting; false saves 44 % of the status series' text.
   bool hami_legacy_metrics = true;

@@ -108,7 +108,14 @@ Result<ContainerGpuRequest> extract_container(const json::object& c, bool init, 
     return make_error(prefix() + d.cores_resource + ": \"" + std::to_string(*cores.value()) + "\" is above 100");
   }
   bool has_other = mem.value().has_value() || pct.value().has_value() || cores.value().has_value();
-  if (rule == CountRule::kubelet && has_other && gpus.value().value_or(0) == 0) {
+  // An explicit count of 0 (in limits, or in requests as the admission rule reads it) is a container without GPUs
+  // under both rules: kubelet allocates it none, the webhook admits it as such and records gpus 0. Only a missing
+  // count is the error.
+  auto declared_zero = [&] {
+    auto any = container_resource(c, d.gpu_resource);
+    return any.ok() && any.value() == int64_t{0};
+  };
+  if (rule == CountRule::kubelet && has_other && !gpus.value() && !declared_zero()) {
     std::string asked;
     for (const auto& [name, v] :
          {std::pair{&d.memory_resource, mem.value()}, std::pair{&d.memory_percentage_resource, pct.value()},
@@ -116,8 +123,7 @@ Result<ContainerGpuRequest> extract_container(const json::object& c, bool init, 
       if (!v) continue;
       asked += (asked.empty() ? "" : ", ") + *name + "=" + std::to_string(*v);
     }
-    return make_error(prefix() + "asks for " + asked + " without " + d.gpu_resource +
-                      (gpus.value() ? " (its limit is 0)" : " in resources.limits") +
+    return make_error(prefix() + "asks for " + asked + " without " + d.gpu_resource + " in resources.limits" +
                       ": kubelet allocates GPUs only to containers with a " + d.gpu_resource +
                       " limit; add resources.limits." + d.gpu_resource + ": \"" + std::to_string(d.default_gpu_num) +
                       "\" (or let the gpuslice webhook admit the pod, which adds it)");

@@ -79,8 +79,9 @@ enum class CountRule {
   /// What kubelet acts on: the count is the container's `nvidia.com/gpu` limit and nothing else. Kubelet calls
   /// the device plugin's Allocate only for containers with that limit, with exactly that many devices
   /// (HAMi v2.10 plugin/server.go Allocate: "device number not matched" otherwise), so a container without it
-  /// must never receive a device entry. Memory, cores or percentage without a positive count is an error
-  /// naming the container and the fix (the pod bypassed the webhook: opt-out label or namespace, webhook down).
+  /// must never receive a device entry. Memory, cores or percentage without a count limit is an error
+  /// naming the container and the fix (the pod bypassed the webhook: opt-out label or namespace, webhook down);
+  /// with an explicit count of 0 they ask for nothing, as under the admission rule (which keeps the 0).
   kubelet,
 };
 

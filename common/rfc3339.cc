@@ -154,6 +154,13 @@ Result<WallTime> parse_rfc3339(std::string_view s) {
   }
   const int64_t secs = days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 86400 + h * 3600 +
                        mi * 60 + se - offset_s;
+  // WallTime counts nanoseconds in 64 bits (libstdc++'s system_clock): 1677-09-21 to 2262-04-11. Beyond, the
+  // conversion below overflowed (undefined behaviour; found by tests/fuzz/kubeconfig_fuzz.cc, an ExecCredential
+  // expiring in 4060).
+  constexpr int64_t kLimit = std::chrono::duration_cast<std::chrono::seconds>(WallTime::duration::max()).count() - 1;
+  if (secs > kLimit || secs < -kLimit) {
+    return bad(s, "outside the years 1678 to 2261 a time point holds");
+  }
   return WallTime(
       std::chrono::duration_cast<WallTime::duration>(std::chrono::seconds(secs) + std::chrono::nanoseconds(frac_ns)));
 }

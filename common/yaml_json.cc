@@ -109,7 +109,15 @@ class Builder final : public YAML::EventHandler {
 
   std::vector<json::value> documents;
 
-  void OnDocumentStart(const YAML::Mark&) override {
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    // yaml-cpp 0.7 answers a token no node starts with (a stray `,` at the top level, as in `[],` or `"a",`) with a
+    // null document without consuming the token, so the next document starts at the same place, forever, each one
+    // pushed here (jbeder/yaml-cpp#1040; fixed upstream after 0.8 by #1318/#1319). A document that starts where
+    // the previous one did made no progress: stop with a syntax error at that place.
+    if (last_start_ && *last_start_ == mark.pos) {
+      throw YAML::ParserException(mark, "unexpected token where a node was expected");
+    }
+    last_start_ = mark.pos;
     stack_.clear();
     anchors_.clear();
     names_.clear();
@@ -281,6 +289,7 @@ class Builder final : public YAML::EventHandler {
   std::string pending_name_;
   size_t alias_nodes_ = 0;  // over the whole input: documents do not reset the budget
   size_t alias_bytes_ = 0;
+  std::optional<int> last_start_;  // where the previous document started (YAML::Mark::pos)
 };
 
 // The anchor an undefined alias names, read from the text at the alias's mark (`*name`): yaml-cpp's message does

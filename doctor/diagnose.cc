@@ -972,6 +972,37 @@ std::optional<ServingCertificate> pick_serving_certificate(const std::vector<jso
   return named;
 }
 
+std::optional<std::string> out_of_cluster_lease_namespace(const Names& names,
+                                                          const std::optional<FoundConfiguration>& config,
+                                                          bool lease_namespace_explicit) {
+  if (lease_namespace_explicit || names.lease_name.empty()) {
+    return std::nullopt;
+  }
+  const bool have = config && !config->source.empty();
+  const LeaderElectionConfig le = have ? config->config.scheduler.leader_election : LeaderElectionConfig{};
+  if (!le.lease_namespace.empty()) {
+    return std::nullopt;  // the configuration names it: serve uses it in and out of cluster
+  }
+  std::string other = effective_lease_namespace(le, "");  // what serve uses when it knows no running namespace
+  if (other == names.lease_namespace) {
+    return std::nullopt;
+  }
+  return other;
+}
+
+std::string out_of_cluster_lease_note(std::string_view first_namespace, std::string_view other_namespace,
+                                      std::string_view lease_name, bool found) {
+  const std::string first = "Lease " + std::string(first_namespace) + "/" + std::string(lease_name) + ": not found";
+  const std::string why = std::string(other_namespace) +
+                          " is where serve run out of cluster (no in-cluster namespace) puts its Lease when "
+                          "scheduler.leaderElection.resourceNamespace is unset";
+  if (found) {
+    return first + "; Lease " + std::string(other_namespace) + "/" + std::string(lease_name) +
+           " found instead: " + why + " (set resourceNamespace to make the place explicit)";
+  }
+  return first + ", nor in " + std::string(other_namespace) + " (" + why + ")";
+}
+
 CheckResult check_serving_cert(const WebhookRef& ref, const std::optional<std::string>& serving_cert_pem,
                                std::string_view source, int64_t now_unix) {
   const std::string check = "serving-cert";

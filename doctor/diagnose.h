@@ -236,6 +236,20 @@ std::optional<int> webhook_port_of(const Configuration& config);
 std::string resolve_lease(Names& names, const std::optional<FoundConfiguration>& config, bool lease_name_explicit,
                           bool lease_namespace_explicit);
 
+/// The other place `serve` may have put the Lease. resolve_lease takes the ConfigMap's namespace for where gpuslice
+/// runs (in cluster: its pod's namespace); run out of cluster (a Kamaji sidecar, a process with a kubeconfig)
+/// serve knows no namespace and, with scheduler.leaderElection.resourceNamespace unset, uses gpuslice-system
+/// (scheduler/loop_service.cc: effective_lease_namespace(leaderElection, "")). The namespace to read when the
+/// Lease is not in names.lease_namespace; nullopt when there is no other (resourceNamespace set, --lease-namespace
+/// given, leader election off, or the same namespace).
+std::optional<std::string> out_of_cluster_lease_namespace(const Names& names,
+                                                          const std::optional<FoundConfiguration>& config,
+                                                          bool lease_namespace_explicit);
+/// The evidence line for that second look: the Lease was not in `first_namespace`, and was (`found`) or was not
+/// in `other_namespace`, where serve run out of cluster puts it; says how to make it explicit.
+std::string out_of_cluster_lease_note(std::string_view first_namespace, std::string_view other_namespace,
+                                      std::string_view lease_name, bool found);
+
 /// serving-cert: the caBundle holds a CA; when the serving certificate is known (`serving_cert_pem` from
 /// --serving-cert or the TLS Secret, `source` says which), it chains to the caBundle at `now_unix` and has the
 /// SAN the API server dials. Without a readable certificate only the CA is checked (PASS with a note).

@@ -3,6 +3,7 @@
 #include "common/json_access.h"
 #include "common/log.h"
 #include "scheduler/allocation.h"
+#include "scheduler/framework/framework.h"
 #include "scheduler/loop_metrics.h"
 #include "scheduler/pod_info.h"
 
@@ -135,6 +136,8 @@ SchedulingLoop::SchedulingLoop(asio::any_io_executor executor, LoopOptions optio
       wake_timer_(executor),
       sweep_timer_(executor) {
   (void)LoopMetrics::get();
+  profile_ = framework::Framework::default_profile(options_.scheduler.score_weights);
+  schedule_options_.profile = profile_.get();
   if (options_.scheduler.node_lock == "hami") {
     // A node with a bind holding or waiting for its lock takes no other GPU pod until the device plugin is done:
     // prefer another node the policy finds as good (ScheduleOptions::busy), so a burst spreads over locks.

@@ -230,6 +230,7 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   boost::asio::any_io_executor executor_;
   LoopOptions options_;
   ScheduleOptions schedule_options_;
+  std::shared_ptr<const framework::Framework> profile_;  ///< default profile with scheduler.scoreWeights
   std::shared_ptr<LoopApi> api_;
   std::shared_ptr<LoopApi> side_api_;
   Snapshot snapshot_;

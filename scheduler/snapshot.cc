@@ -322,6 +322,10 @@ void Snapshot::apply(const PodRecord& rec, int sign) {
       n.requested.cpu_milli += sign * rec.requests.cpu_milli;
       n.requested.memory_bytes += sign * rec.requests.memory_bytes;
       n.requested.ephemeral_bytes += sign * rec.requests.ephemeral_bytes;
+      if (rec.facts) {
+        n.nonzero_requested.cpu_milli += sign * rec.facts->nonzero_cpu_milli;
+        n.nonzero_requested.memory_bytes += sign * rec.facts->nonzero_memory_bytes;
+      }
       n.pod_count += sign;  // cpu/memory/pods are not in the index: no reindex needed
     }
   }
@@ -349,7 +353,7 @@ void Snapshot::store(std::string key, PodRecord rec) {
   if (rec.facts && !rec.facts->anti_affinity.empty()) {
     anti_affinity_pods_.insert(key);
   }
-  if (rec.facts && rec.facts->has_pod_affinity()) {
+  if (rec.facts && rec.facts->has_affinity_score_terms()) {
     affinity_term_pods_.insert(key);
   }
   auto it = pods_.emplace(std::move(key), std::move(rec)).first;
@@ -528,6 +532,7 @@ void Snapshot::for_each_pod_maybe_matching(const std::vector<PodQuery>& queries,
 // Usage of a (re)registered node: recomputed from the pods recorded on it, so events may come in any order.
 void Snapshot::refresh_cards(NodeState& node) {
   node.requested = ResourceRequests{};
+  node.nonzero_requested = ResourceRequests{};
   node.pod_count = 0;
   for (CardState& c : node.cards) {
     c.used_mem_mib = 0;
@@ -541,6 +546,10 @@ void Snapshot::refresh_cards(NodeState& node) {
         node.requested.cpu_milli += rec.requests.cpu_milli;
         node.requested.memory_bytes += rec.requests.memory_bytes;
         node.requested.ephemeral_bytes += rec.requests.ephemeral_bytes;
+        if (rec.facts) {
+          node.nonzero_requested.cpu_milli += rec.facts->nonzero_cpu_milli;
+          node.nonzero_requested.memory_bytes += rec.facts->nonzero_memory_bytes;
+        }
         node.pod_count += 1;
       }
       if (rec.gpu_node == node.name) {

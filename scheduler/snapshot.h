@@ -105,6 +105,9 @@ struct NodeState {
   int64_t allocatable_pods = 0;
   int64_t allocatable_gpus = 0;  ///< allocatable nvidia.com/gpu (cards x split count)
   ResourceRequests requested;    ///< sum over pods counted on this node
+  /// Sum of the pods' non-zero cpu and memory requests (PodFacts::nonzero_*; kube-scheduler's NonZeroRequested,
+  /// which NodeResourcesFit's LeastAllocated score reads); ephemeral_bytes unused.
+  ResourceRequests nonzero_requested;
   int64_t pod_count = 0;
   bool has_register_annotation = false;
   std::string register_error;    ///< non-empty: the register annotation was rejected (then cards is empty)
@@ -218,9 +221,11 @@ class Snapshot {
   void for_each_pod_on(std::string_view node, const std::function<void(const PodRecord&)>& f) const;
   /// Recorded pods with required pod anti-affinity (InterPodAffinity's symmetry), key order.
   void for_each_pod_with_anti_affinity(const std::function<void(const PodRecord&)>& f) const;
-  /// Recorded pods with any pod (anti-)affinity term, required or preferred (InterPodAffinity's score symmetry),
-  /// key order.
+  /// Recorded pods with terms that score other pods (PodFacts::has_affinity_score_terms: preferred affinity or
+  /// anti-affinity, required affinity; InterPodAffinity's score symmetry), key order.
   void for_each_pod_with_affinity_terms(const std::function<void(const PodRecord&)>& f) const;
+  /// Whether any recorded pod has such terms (else InterPodAffinity's symmetry scoring has nothing to count).
+  bool any_pod_with_affinity_score_terms() const { return !affinity_term_pods_.empty(); }
 
   /// One label query: pods whose labels `selector` matches, in one of `namespaces` (nullptr: any namespace).
   struct PodQuery {
@@ -272,7 +277,7 @@ class Snapshot {
   std::map<std::string, QuotaAmounts, std::less<>> quota_used_;
   std::unique_ptr<Index> index_;
   std::set<std::string, std::less<>> anti_affinity_pods_;  ///< keys of pods with required anti-affinity
-  std::set<std::string, std::less<>> affinity_term_pods_;  ///< keys of pods with any pod (anti-)affinity term
+  std::set<std::string, std::less<>> affinity_term_pods_;  ///< keys of pods with has_affinity_score_terms()
   std::set<std::string, std::less<>> soft_tainted_nodes_;  ///< nodes with a PreferNoSchedule taint
   /// The pod index (for_each_pod_maybe_matching): records by label "key\0value", by label key, by namespace.
   /// Pointers into pods_ (std::map nodes are stable until erased; erase() unlinks them first).

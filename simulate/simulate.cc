@@ -2,6 +2,7 @@
 
 #include "common/json_access.h"
 #include "common/json_patch.h"
+#include "scheduler/framework/framework.h"
 #include "scheduler/preemption.h"
 #include "scheduler/schedule.h"
 #include "webhook/policy.h"
@@ -179,6 +180,8 @@ Result<SimulationResult> simulate(const SimulationInput& input, const Configurat
 
   SimulationResult result;
   ScheduleOptions options = ScheduleOptions::from(config.scheduler);
+  const auto profile = scheduler::framework::Framework::default_profile(config.scheduler.score_weights);
+  options.profile = profile.get();     // scheduler.scoreWeights, as the live loop
   options.select_volume_nodes = true;  // as the live loop: a WaitForFirstConsumer claim gets the chosen node
   for (const Queued& q : queue) {
     const json::object& original = q.m->object;

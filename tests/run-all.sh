@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every gpuslice test on this machine, installing what is missing first:
-#   1. unit tests and fuzz-corpus replays under ASan/UBSan (CTest, `asan` preset);
+#   1. unit tests and fuzz-corpus replays under ASan/UBSan (CTest, `asan` preset), then each fuzz target run by
+#      libFuzzer for a bounded time (tests/fuzz/run.sh, `fuzz` preset);
 #   2. the container image (image/build.sh) built from that binary, twice (same digest), run with podman;
 #   3. the end-to-end tests against a real two-tenant control plane (lab/lab.sh: etcd, kube-apiserver,
 #      kube-controller-manager, Konnectivity, kwok, all built from the Go module proxy and cached), run with
@@ -19,6 +20,9 @@ stage "unit tests + fuzz corpus replay under ASan/UBSan"
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$JOBS"
 ctest --preset asan -j "$JOBS"
+
+stage "fuzz: every libFuzzer target for FUZZ_SECONDS (default 20) under ASan/UBSan (clang-14, fuzz preset)"
+JOBS="$JOBS" tests/fuzz/run.sh
 
 export GPUSLICE_BIN=$ROOT/build/asan/cmd/gpuslice
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

@@ -41,7 +41,7 @@ std::unique_ptr<Framework> Framework::default_profile(const ScoreWeights& w) {
   p.push_back(make_taint_toleration(w.taint_toleration));
   p.push_back(make_node_affinity(w.node_affinity));
   p.push_back(make_node_ports());
-  p.push_back(make_node_resources_fit());
+  p.push_back(make_node_resources_fit(w.node_resources_fit));
   p.push_back(make_volume_restrictions());
   p.push_back(make_node_volume_limits());
   p.push_back(make_volume_binding());
@@ -49,6 +49,7 @@ std::unique_ptr<Framework> Framework::default_profile(const ScoreWeights& w) {
   p.push_back(make_pod_topology_spread(w.pod_topology_spread));
   p.push_back(make_inter_pod_affinity(w.inter_pod_affinity));
   p.push_back(make_dynamic_resources());
+  p.push_back(make_node_resources_balanced_allocation(w.node_resources_balanced_allocation));
   p.push_back(make_gpu_slice());
   return std::make_unique<Framework>(std::move(p));
 }
@@ -135,36 +136,68 @@ Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const Schedule
   auto run_filters = [&](const NodeState& n, const CycleContext& c) -> PluginStatus { return filter_all(c, state, n); };
 
   // ---- Filter over the candidates the free-capacity index hands out, in GPU node-policy order ----
+  // Which scores apply: the preference scores (TaintToleration, NodeAffinity, PodTopologySpread, InterPodAffinity)
+  // only when a plugin has something to prefer for this pod; the resource scores (Plugin::resource_score) always
+  // when weighted. For a pod with a GPU request the ranking is lexicographic: preference scores, then the GPU node
+  // policy (HAMi's binpack/spread: the candidate order), then the resource scores, then the candidate order; so
+  // without preferences only the first group of equal GPU node score needs scoring (`tiered`). For a pod without
+  // one, all weighted scores add up as in kube-scheduler, over numFeasibleNodesToFind nodes (`full`).
   bool scoring = false;
+  bool resources = false;
   for (const auto& p : plugins_) {
-    if (p->triggers_scoring(ctx, state)) {
+    if (p->weight <= 0) {
+      continue;
+    }
+    if (p->resource_score) {
+      resources = true;
+    } else if (p->triggers_scoring(ctx, state)) {
       scoring = true;
     }
   }
-  const size_t want = scoring ? std::max<size_t>(1, feasible_nodes_to_find(d.nodes_total)) : 1;
+  const bool gpu_pod = pod.gpu.any();
+  const bool full = scoring || (resources && !gpu_pod);
+  const bool tiered = !full && resources;
+  const size_t want = full || tiered ? std::max<size_t>(1, feasible_nodes_to_find(d.nodes_total)) : 1;
   // Lock-aware (ScheduleOptions::busy): a GPU pod looks past a busy first choice, a bounded number of nodes.
-  const bool lock_aware = options.busy != nullptr && *options.busy && pod.gpu.any();
+  const bool lock_aware = options.busy != nullptr && *options.busy && gpu_pod;
   auto busy = [&](const NodeState& n) { return lock_aware && (*options.busy)(n.name); };
+  const size_t lookahead = std::max<size_t>(1, options.busy_lookahead);
   size_t busy_seen = 0;
+  bool free_seen = false;
   std::vector<const NodeState*> feasible;
+  std::vector<size_t> group;  // per feasible node: its group of equal GPU node score, 0 the policy's first
   CapacityQuery q = options.use_index ? capacity_query(pod) : CapacityQuery{};
   snap.visit_candidates(q, node_order_for(pod, options), [&](const NodeState& n) {
+    // Tiered: the next group cannot outrank the ones collected, unless all of them are busy (lock-aware).
+    if (tiered && !feasible.empty() && n.score != feasible.back()->score &&
+        (!lock_aware || free_seen || busy_seen >= lookahead)) {
+      return true;
+    }
     ++d.nodes_visited;
     if (!run_filters(n, ctx).ok()) {
       return false;
     }
+    group.push_back(feasible.empty() ? 0 : group.back() + (n.score != feasible.back()->score ? 1 : 0));
     feasible.push_back(&n);
-    if (scoring) {
+    if (full) {
+      return feasible.size() >= want;
+    }
+    if (tiered) {
+      if (busy(n)) {
+        ++busy_seen;
+      } else {
+        free_seen = true;
+      }
       return feasible.size() >= want;
     }
     // Without scoring the first feasible node wins, unless busy: then the first one that is not, looking at most
     // busy_lookahead busy ones ahead.
-    return !busy(n) || ++busy_seen >= std::max<size_t>(1, options.busy_lookahead);
+    return !busy(n) || ++busy_seen >= lookahead;
   });
 
   if (!feasible.empty()) {
     size_t best = 0;
-    if (!scoring) {
+    if (!full && !tiered) {
       // The policy's first choice unless busy; then the first feasible node that is not (else the first).
       for (size_t i = 0; i < feasible.size(); ++i) {
         if (!busy(*feasible[i])) {
@@ -173,10 +206,11 @@ Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const Schedule
         }
       }
     } else if (feasible.size() > 1) {
-      // ---- Score: weighted sum of normalised scores; the earliest node in policy order wins ties ----
-      std::vector<int64_t> total(feasible.size(), 0);
+      // ---- Score: weighted sums of normalised scores, ranked as above ----
+      std::vector<int64_t> pref(feasible.size(), 0);
+      std::vector<int64_t> res(feasible.size(), 0);
       for (const auto& p : plugins_) {
-        if (p->weight <= 0 || !p->pre_score(ctx, state, feasible)) {
+        if (p->weight <= 0 || (!p->resource_score && !scoring) || !p->pre_score(ctx, state, feasible)) {
           continue;
         }
         std::vector<int64_t> s(feasible.size());
@@ -184,18 +218,34 @@ Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const Schedule
           s[i] = p->score(ctx, state, *feasible[i]);
         }
         p->normalize(ctx, state, s);
+        std::vector<int64_t>& into = p->resource_score && gpu_pod ? res : pref;
         for (size_t i = 0; i < feasible.size(); ++i) {
-          total[i] += p->weight * s[i];
+          into[i] += p->weight * s[i];
         }
       }
-      for (size_t i = 1; i < feasible.size(); ++i) {
-        if (total[i] > total[best]) {
-          best = i;
-        }
+      std::vector<size_t> rank(feasible.size());
+      for (size_t i = 0; i < rank.size(); ++i) {
+        rank[i] = i;
       }
+      std::stable_sort(rank.begin(), rank.end(), [&](size_t a, size_t b) {
+        if (pref[a] != pref[b]) {
+          return pref[a] > pref[b];
+        }
+        if (group[a] != group[b]) {
+          return group[a] < group[b];
+        }
+        return res[a] > res[b];
+      });
+      best = rank[0];
       if (busy(*feasible[best])) {
-        for (size_t i = 0; i < feasible.size(); ++i) {
-          if (total[i] == total[best] && !busy(*feasible[i])) {
+        // With preferences: a node of the same preference score that is not busy; without: the first one that is
+        // not busy among the first busy_lookahead + 1 in rank order (the plain policy order's rule).
+        for (size_t k = 1; k < rank.size(); ++k) {
+          const size_t i = rank[k];
+          if (scoring ? pref[i] != pref[best] : k > lookahead) {
+            break;
+          }
+          if (!busy(*feasible[i])) {
             best = i;
             break;
           }

@@ -115,16 +115,15 @@ class Plugin {
                        Decision& decision) const;
 
   size_t slot = 0;     ///< index in the profile (its CycleState slot), set by Framework
-  int64_t weight = 0;  ///< score weight; 0: not a score plugin
+  int64_t weight = 0;  ///< score weight; 0: not a score plugin (or its score turned off)
+  /// A resource-usage score (NodeResourcesFit's LeastAllocated, NodeResourcesBalancedAllocation). For a pod with a
+  /// GPU request it ranks nodes only after the GPU node policy (HAMi's binpack/spread stays dominant over cpu and
+  /// memory usage); for a pod without one it adds to the other scores, as in kube-scheduler.
+  bool resource_score = false;
 };
 
-/// Score weights of the default profile (kube-scheduler's defaults; GpuSlice's is gpuslice's).
-struct ScoreWeights {
-  int64_t taint_toleration = 3;
-  int64_t node_affinity = 2;
-  int64_t pod_topology_spread = 2;
-  int64_t inter_pod_affinity = 2;
-};
+/// Score weights of the default profile (common/config.h: kube-scheduler's defaults, `scheduler.scoreWeights`).
+using ScoreWeights = gpuslice::ScoreWeights;
 
 class Framework {
  public:

@@ -23,6 +23,7 @@ inline constexpr std::string_view kVolumeZone = "VolumeZone";
 inline constexpr std::string_view kPodTopologySpread = "PodTopologySpread";
 inline constexpr std::string_view kInterPodAffinity = "InterPodAffinity";
 inline constexpr std::string_view kDynamicResources = "DynamicResources";
+inline constexpr std::string_view kNodeResourcesBalancedAllocation = "NodeResourcesBalancedAllocation";
 inline constexpr std::string_view kGpuSlice = "GpuSlice";
 }  // namespace names
 
@@ -54,7 +55,8 @@ std::unique_ptr<Plugin> make_node_name();
 std::unique_ptr<Plugin> make_taint_toleration(int64_t weight);
 std::unique_ptr<Plugin> make_node_affinity(int64_t weight);
 std::unique_ptr<Plugin> make_node_ports();
-std::unique_ptr<Plugin> make_node_resources_fit();
+/// Filter: cpu, memory, ephemeral-storage, pods. Score (`weight`, 0: off): LeastAllocated over cpu and memory.
+std::unique_ptr<Plugin> make_node_resources_fit(int64_t weight = 0);
 std::unique_ptr<Plugin> make_volume_restrictions();
 std::unique_ptr<Plugin> make_node_volume_limits();
 std::unique_ptr<Plugin> make_volume_binding();
@@ -62,6 +64,8 @@ std::unique_ptr<Plugin> make_volume_zone();
 std::unique_ptr<Plugin> make_pod_topology_spread(int64_t weight);
 std::unique_ptr<Plugin> make_inter_pod_affinity(int64_t weight);
 std::unique_ptr<Plugin> make_dynamic_resources();
+/// Score only: how evenly cpu and memory would be used (kube-scheduler's NodeResourcesBalancedAllocation).
+std::unique_ptr<Plugin> make_node_resources_balanced_allocation(int64_t weight);
 std::unique_ptr<Plugin> make_gpu_slice();
 
 // ---- helpers shared by several plugins (pure) ----

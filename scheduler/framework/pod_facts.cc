@@ -1,6 +1,7 @@
 #include "scheduler/framework/pod_facts.h"
 
 #include "common/json_access.h"
+#include "common/quantity.h"
 #include "common/rfc3339.h"
 
 #include <boost/json/serialize.hpp>
@@ -21,6 +22,67 @@ namespace {
 
 std::string text(const json::value& v) {
   return v.is_string() ? std::string(v.get_string()) : json::serialize(v);
+}
+
+// One container's cpu (milli) or memory (bytes) request as the API server leaves it (requests, else limits, which
+// it copies into requests); nullopt when the container names none (or an unreadable one: pod_requests reports it).
+std::optional<int64_t> container_request(const json::object& c, std::string_view resource, bool milli) {
+  const json::object* res = object_at(c, "resources");
+  if (res == nullptr) {
+    return std::nullopt;
+  }
+  for (const char* section : {"requests", "limits"}) {
+    const json::object* o = object_at(*res, section);
+    const json::value* v = o != nullptr ? o->if_contains(resource) : nullptr;
+    if (v == nullptr) {
+      continue;
+    }
+    const std::string t = text(*v);
+    auto q = parse_quantity_milli(t);
+    if (!q.ok()) {
+      return std::nullopt;
+    }
+    return milli ? q.value() : (q.value() + 999) / 1000;
+  }
+  return std::nullopt;
+}
+
+// kube-scheduler's non-zero request (resource_allocation.go calculatePodResourceRequest with
+// NonMissingContainerRequests, component-helpers resource.PodRequests): per container the request, or
+// 100m cpu / 200 MiB memory when it names none; max(sum of app containers, largest init container) + overhead.
+void nonzero_requests(const json::object& spec, PodFacts& f) {
+  constexpr int64_t kDefaultMilliCpu = 100;
+  constexpr int64_t kDefaultMemory = 200LL * 1024 * 1024;
+  int64_t cpu = 0;
+  int64_t mem = 0;
+  int64_t init_cpu = 0;
+  int64_t init_mem = 0;
+  for (const char* key : {"containers", "initContainers"}) {
+    const json::array* cs = array_at(spec, key);
+    const bool init = std::string_view(key) == "initContainers";
+    for (size_t i = 0; cs != nullptr && i < cs->size(); ++i) {
+      if (!(*cs)[i].is_object()) {
+        continue;
+      }
+      const json::object& c = (*cs)[i].get_object();
+      const int64_t c_cpu = container_request(c, "cpu", true).value_or(kDefaultMilliCpu);
+      const int64_t c_mem = container_request(c, "memory", false).value_or(kDefaultMemory);
+      if (init) {
+        init_cpu = std::max(init_cpu, c_cpu);
+        init_mem = std::max(init_mem, c_mem);
+      } else {
+        cpu += c_cpu;
+        mem += c_mem;
+      }
+    }
+  }
+  f.nonzero_cpu_milli = std::max(cpu, init_cpu);
+  f.nonzero_memory_bytes = std::max(mem, init_mem);
+  if (const json::object* oh = object_at(spec, "overhead")) {
+    json::object wrapper{{"resources", json::object{{"requests", *oh}}}};
+    f.nonzero_cpu_milli += container_request(wrapper, "cpu", true).value_or(0);
+    f.nonzero_memory_bytes += container_request(wrapper, "memory", false).value_or(0);
+  }
 }
 
 std::optional<int64_t> integer(const json::object& o, std::string_view key) {
@@ -278,6 +340,7 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
     return std::shared_ptr<const PodFacts>(std::make_shared<PodFacts>(std::move(f)));
   }
   f.node_name = string_at(*spec, "nodeName");
+  nonzero_requests(*spec, f);
   if (const json::object* aff = object_at(*spec, "affinity")) {
     if (auto st = parse_terms(object_at(*aff, "podAffinity"), "podAffinity", f.labels, "spec.affinity", &f.affinity,
                               &f.preferred_affinity);

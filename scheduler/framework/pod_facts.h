@@ -104,8 +104,17 @@ struct PodFacts {
   std::vector<DiskVolume> disks;
   std::vector<std::string> inline_csi_drivers;  ///< csi inline ephemeral volumes: one attach each
   bool dynamic_resource_claims = false;         ///< spec.resourceClaims non-empty (DRA)
-  std::vector<std::string> unsupported;         ///< features a plugin would need that gpuslice does not evaluate
+  /// kube-scheduler's non-zero requests (the LeastAllocated score's): the effective cpu and memory request with
+  /// 100m and 200 MiB for each container that requests none (schedutil.DefaultMilliCPURequest/DefaultMemoryRequest).
+  int64_t nonzero_cpu_milli = 0;
+  int64_t nonzero_memory_bytes = 0;
+  std::vector<std::string> unsupported;  ///< features a plugin would need that gpuslice does not evaluate
 
+  /// Terms by which this pod, once placed, scores other pods (InterPodAffinity's PreScore of an incoming pod reads
+  /// existing pods' preferred terms and their required affinity; required anti-affinity only filters).
+  bool has_affinity_score_terms() const {
+    return !affinity.empty() || !preferred_affinity.empty() || !preferred_anti_affinity.empty();
+  }
   bool has_pod_affinity() const {
     return !affinity.empty() || !anti_affinity.empty() || !preferred_affinity.empty() ||
            !preferred_anti_affinity.empty();

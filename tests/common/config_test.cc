@@ -46,6 +46,74 @@ TEST_CASE("scheduler.hamiLegacyMetrics: HAMi's legacy metric names, on by defaul
   CHECK(bad.message().find("scheduler.hamiLegacyMetrics: \"sometimes\"") == 0);
 }
 
+TEST_CASE("scheduler.scoreWeights: kube-scheduler's default weights, a map of plugin name to weight") {
+  auto head = std::string("apiVersion: gpuslice.io/v1alpha1\nkind: GpusliceConfiguration\n");
+  auto d = parse_configuration(head);
+  REQUIRE(d.ok());
+  // pkg/scheduler/apis/config/v1/default_plugins.go
+  const ScoreWeights& dw = d->scheduler.score_weights;
+  CHECK(dw.taint_toleration == 3);
+  CHECK(dw.node_affinity == 2);
+  CHECK(dw.pod_topology_spread == 2);
+  CHECK(dw.inter_pod_affinity == 2);
+  CHECK(dw.node_resources_fit == 1);
+  CHECK(dw.node_resources_balanced_allocation == 1);
+
+  auto r = parse_configuration(head + R"(scheduler:
+  scoreWeights:
+    TaintToleration: 5
+    NodeAffinity: 100
+    PodTopologySpread: 0
+    InterPodAffinity: 7
+    NodeResourcesFit: 0
+    NodeResourcesBalancedAllocation: 4
+)");
+  REQUIRE(r.ok());
+  const ScoreWeights& w = r->scheduler.score_weights;
+  CHECK(w.taint_toleration == 5);
+  CHECK(w.node_affinity == 100);
+  CHECK(w.pod_topology_spread == 0);
+  CHECK(w.inter_pod_affinity == 7);
+  CHECK(w.node_resources_fit == 0);
+  CHECK(w.node_resources_balanced_allocation == 4);
+
+  // Only the named ones change.
+  auto one = parse_configuration(head + "scheduler: {scoreWeights: {NodeAffinity: 9}}\n");
+  REQUIRE(one.ok());
+  ScoreWeights want;
+  want.node_affinity = 9;
+  CHECK(one->scheduler.score_weights == want);
+  auto empty = parse_configuration(head + "scheduler: {scoreWeights: {}}\n");
+  REQUIRE(empty.ok());
+  CHECK(empty->scheduler.score_weights == ScoreWeights{});
+}
+
+TEST_CASE("scheduler.scoreWeights: bad names and weights name the field and the value") {
+  auto head = std::string("apiVersion: gpuslice.io/v1alpha1\nkind: GpusliceConfiguration\n");
+  auto msg = [&](const std::string& body) {
+    auto r = parse_configuration(head + body);
+    REQUIRE_FALSE(r.ok());
+    return r.message();
+  };
+  CHECK(msg("scheduler: {scoreWeights: {NodeAffinty: 2}}\n") ==
+        "scheduler.scoreWeights.NodeAffinty: \"NodeAffinty\" is not a score plugin (one of TaintToleration, "
+        "NodeAffinity, PodTopologySpread, InterPodAffinity, NodeResourcesFit, NodeResourcesBalancedAllocation)");
+  CHECK(msg("scheduler: {scoreWeights: {NodeAffinity: -1}}\n") ==
+        "scheduler.scoreWeights.NodeAffinity: \"-1\" is out of range [0, 100]");
+  CHECK(msg("scheduler: {scoreWeights: {TaintToleration: 101}}\n") ==
+        "scheduler.scoreWeights.TaintToleration: \"101\" is out of range [0, 100]");
+  CHECK(msg("scheduler: {scoreWeights: {InterPodAffinity: heavy}}\n") ==
+        "scheduler.scoreWeights.InterPodAffinity: \"heavy\" is not an integer");
+  CHECK(msg("scheduler: {scoreWeights: {GpuSlice: 10}}\n")
+            .find("scheduler.scoreWeights.GpuSlice: GpuSlice has no "
+                  "weight") == 0);
+  CHECK(msg("scheduler: {scoreWeights: {ImageLocality: 1}}\n") ==
+        "scheduler.scoreWeights.ImageLocality: ImageLocality is not implemented by gpuslice (node images are not "
+        "read)");
+  CHECK(msg("scheduler: {scoreWeights: [NodeAffinity]}\n") ==
+        "scheduler.scoreWeights: must be a mapping of score plugin name to weight");
+}
+
 TEST_CASE("fields are read") {
   auto r = parse_configuration(R"(apiVersion: gpuslice.io/v1alpha1
 kind: GpusliceConfiguration

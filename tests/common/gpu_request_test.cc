@@ -73,10 +73,29 @@ TEST_CASE("kubelet's rule: the count is the nvidia.com/gpu limit, memory or core
   CHECK_THAT(k.message(), Contains("container \"c\": asks for nvidia.com/gpumem=3000 without nvidia.com/gpu"));
   CHECK_THAT(k.message(), Contains("add resources.limits.nvidia.com/gpu: \"1\""));
 
+  // An explicit count of 0 asks for no GPU under both rules (found by tests/fuzz/mutation_policy_fuzz.cc: the
+  // webhook admitted `gpu: 0` beside gpumem as a GPU-less container and wrote gpus 0 into gpuslice.io/gpu-request,
+  // while the scheduler's kubelet rule refused the pod, so it stayed Pending for good).
   auto zero = pod(R"([{"name":"z","resources":{"limits":{"nvidia.com/gpu":"0","nvidia.com/gpucores":"20"}}}])");
   auto kz = extract_gpu_request(zero, DeviceConfig{}, CountRule::kubelet);
-  REQUIRE_FALSE(kz.ok());
-  CHECK_THAT(kz.message(), Contains("its limit is 0"));
+  REQUIRE(kz.ok());
+  CHECK(kz->containers.at(0).gpus == 0);
+  CHECK(kz.value() == extract_gpu_request(zero, DeviceConfig{}).value());
+  auto mixed = pod(R"([{"name":"model","resources":{"limits":{"nvidia.com/gpu":0,"nvidia.com/gpumem":8000}}},)"
+                   R"({"name":"embedder","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":2000}}}])");
+  auto km = extract_gpu_request(mixed, DeviceConfig{}, CountRule::kubelet);
+  REQUIRE(km.ok());
+  CHECK(km.value() == extract_gpu_request(mixed, DeviceConfig{}).value());
+  CHECK(encode_gpu_request(km.value()) == R"({"containers":[{"name":"model","init":false,"gpus":0},)"
+                                          R"({"name":"embedder","init":false,"gpus":1,"memMiB":2000,"cores":0}]})");
+  // Zero in requests (as the webhook reads it when limits lack the name) is the same; a positive count only in
+  // requests is still the error (kubelet allocates from limits).
+  auto req_zero = pod(R"([{"name":"r","resources":{"requests":{"nvidia.com/gpu":"0","nvidia.com/gpumem":"10"}}}])");
+  REQUIRE(extract_gpu_request(req_zero, DeviceConfig{}, CountRule::kubelet).ok());
+  auto req_two = pod(R"([{"name":"r","resources":{"requests":{"nvidia.com/gpu":"2","nvidia.com/gpumem":"10"}}}])");
+  auto kr = extract_gpu_request(req_two, DeviceConfig{}, CountRule::kubelet);
+  REQUIRE_FALSE(kr.ok());
+  CHECK_THAT(kr.message(), Contains("without nvidia.com/gpu in resources.limits"));
 
   auto ok =
       pod(R"([{"name":"c","resources":{"limits":{"nvidia.com/gpu":"2","nvidia.com/gpumem":"3000"}}},{"name":"cpu"}])");

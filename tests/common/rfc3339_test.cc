@@ -108,3 +108,23 @@ TEST_CASE("rfc3339 rejects malformed text and quotes it") {
   REQUIRE_FALSE(long_text);
   CHECK(long_text.message().find(std::string(64, 'x') + "...\"") == 1);
 }
+
+// Found by tests/fuzz/kubeconfig_fuzz.cc (an ExecCredential expirationTimestamp in 4060): seconds past what a
+// WallTime's 64-bit nanoseconds hold overflowed in the conversion (UBSan: signed integer overflow). They are
+// errors now; the edges of the range still parse.
+TEST_CASE("rfc3339 rejects times a WallTime cannot hold") {
+  for (const char* far : {"4060-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "2262-04-12T00:00:00Z",
+                          "0000-01-01T00:00:00Z", "1677-09-21T00:00:00Z", "2262-04-11T23:59:59-23:59"}) {
+    INFO(far);
+    auto r = parse_rfc3339(far);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.message() ==
+          std::string("\"") + far + "\" is not an RFC 3339 time: outside the years 1678 to 2261 a time point holds");
+  }
+  auto late = parse_rfc3339("2262-04-11T23:47:15.999999999Z");
+  REQUIRE(late.ok());
+  CHECK(format_rfc3339(*late, 9) == "2262-04-11T23:47:15.999999999Z");
+  auto early = parse_rfc3339("1677-09-21T00:12:45Z");
+  REQUIRE(early.ok());
+  CHECK(format_rfc3339(*early) == "1677-09-21T00:12:45Z");
+}

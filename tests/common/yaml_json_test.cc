@@ -143,3 +143,27 @@ TEST_CASE("yaml reader: non-scalar keys and syntax errors", "[yaml]") {
   REQUIRE_FALSE(syntax.ok());
   CHECK_THAT(syntax.message(), Contains("invalid YAML at line "));
 }
+
+// Found by tests/fuzz/manifest_fuzz.cc (corpus/manifest/regress_stray_comma*): yaml-cpp 0.7 answers a stray top-level
+// `,` with an empty document without consuming it, so reading every document looped forever, growing memory
+// (jbeder/yaml-cpp#1040). The reader stops there with a syntax error naming the place.
+TEST_CASE("yaml reader: a stray comma is a syntax error, not an endless stream of empty documents", "[yaml]") {
+  for (const char* text : {"[],", "\"a\",", "{},", "kind: Pod\n---\n[a] ,\n", "[.a]\n [\x14*a],a]\n"}) {
+    INFO(text);
+    const auto start = std::chrono::steady_clock::now();
+    auto docs = yaml_to_json_documents(text);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+    REQUIRE_FALSE(docs.ok());
+    CHECK_THAT(docs.message(), Contains("invalid YAML at line ") && Contains("where a node was expected"));
+  }
+  auto comma = yaml_to_json_documents("[],");
+  CHECK(comma.message() == "invalid YAML at line 1, column 3: unexpected token where a node was expected");
+  // The first document alone is read as before (the rest is not parsed).
+  auto first = yaml_to_json_first("[1],");
+  REQUIRE(first.ok());
+  CHECK(first.value() == json::array{1});
+  // Documents that do progress, empty ones included, are all still read.
+  auto empties = yaml_to_json_documents("---\n---\n--- 3\n");
+  REQUIRE(empties.ok());
+  CHECK(empties->size() == 3);
+}

@@ -802,6 +802,37 @@ TEST_CASE("the Lease named by gpuslice's configuration, by serve's rule", "[doct
     resolve_lease(names, file, false, false);
     CHECK(names.lease_namespace == "tenant-x");
   }
+  SECTION("no resourceNamespace, the ConfigMap outside gpuslice-system: serve out of cluster's gpuslice-system next") {
+    auto found = find_configuration({config_map("acme-gpu", "acme-config", kConfigHead)}, names, std::nullopt);
+    resolve_lease(names, found, false, false);
+    CHECK(names.lease_namespace == "acme-gpu");
+    CHECK(out_of_cluster_lease_namespace(names, found, false) == std::optional<std::string>("gpuslice-system"));
+    CHECK(out_of_cluster_lease_namespace(names, found, true) == std::nullopt);  // --lease-namespace given
+    auto yes = out_of_cluster_lease_note("acme-gpu", "gpuslice-system", "gpuslice-scheduler", true);
+    CHECK_THAT(yes, Contains("Lease acme-gpu/gpuslice-scheduler: not found; Lease gpuslice-system/gpuslice-scheduler "
+                             "found instead"));
+    CHECK_THAT(yes, Contains("resourceNamespace is unset"));
+    CHECK_THAT(out_of_cluster_lease_note("acme-gpu", "gpuslice-system", "l", false),
+               Contains("Lease acme-gpu/l: not found, nor in gpuslice-system"));
+  }
+  SECTION("no second place: resourceNamespace set, the same namespace, leader election off") {
+    auto named = find_configuration(
+        {config_map("acme-gpu", "c", kConfigHead + "scheduler:\n  leaderElection:\n    resourceNamespace: acme-gpu\n")},
+        names, std::nullopt);
+    resolve_lease(names, named, false, false);
+    CHECK(out_of_cluster_lease_namespace(names, named, false) == std::nullopt);
+    Names here;
+    auto same = find_configuration({config_map("gpuslice-system", "c", kConfigHead)}, here, std::nullopt);
+    resolve_lease(here, same, false, false);
+    CHECK(here.lease_namespace == "gpuslice-system");
+    CHECK(out_of_cluster_lease_namespace(here, same, false) == std::nullopt);
+    Names off;
+    auto no_le = find_configuration(
+        {config_map("acme-gpu", "c", kConfigHead + "scheduler:\n  leaderElection:\n    leaderElect: false\n")}, off,
+        std::nullopt);
+    resolve_lease(off, no_le, false, false);
+    CHECK(out_of_cluster_lease_namespace(off, no_le, false) == std::nullopt);
+  }
   SECTION("leader election off: the lease check is skipped, saying why") {
     auto found = find_configuration(
         {config_map("gpuslice-system", "c", kConfigHead + "scheduler:\n  leaderElection:\n    leaderElect: false\n")},

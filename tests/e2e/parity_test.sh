@@ -7,7 +7,9 @@
 # "0/N nodes are available: ..." summary):
 #   1. required podAntiAffinity on kubernetes.io/hostname: the second replica stays Pending (the reported bug);
 #   2. two pods with hostPort 8080/TCP: the second stays Pending (the reported bug); UDP 8080 fits;
-#   3. a second node appears: both Pending pods are bound there;
+#   3. a second node appears: both Pending pods are bound there; then an existing pod's preferred anti-affinity
+#      alone (the incoming pod has no terms) keeps the next app=shy pod off its node in both, although gpuslice's
+#      binpack ranks that node first;
 #   4. volumes: a pod whose PVC does not exist stays Pending ('persistentvolumeclaim "..." not found'); a pod
 #      whose PVC is bound to a local PV with node affinity goes to that PV's node (the PVC/PV watches);
 #   5. a WaitForFirstConsumer claim: selected-node written on the allowed node, pod bound once the claim binds.
@@ -144,6 +146,25 @@ same port-udp '^node=parity-0$' bound
 for k in kca kcb; do test_node parity-1 | $k create -f - >/dev/null; done
 same anti-2 '^node=parity-1$' bound
 same port-2 '^node=parity-1$' bound
+
+# 3b. shy-1 (pinned to parity-0) prefers no other app=shy pod on its host; shy-2 has no terms of its own.
+# kube-scheduler's InterPodAffinity PreScore counts shy-1's term for shy-2, and so does gpuslice's: parity-1 in
+# both, although binpack alone would take parity-0 (four GPU pods there, two on parity-1).
+SHY1='  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+        - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [parity-0]}]
+    podAntiAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          labelSelector: {matchLabels: {app: shy}}
+          topologyKey: kubernetes.io/hostname'
+apply_both shy-1 shy "$SHY1"
+same shy-1 '^node=parity-0$' bound
+apply_both shy-2 shy ""
+same shy-2 '^node=parity-1$' bound
 
 # 4. volumes: a missing claim, and a claim bound to a local PV on parity-1.
 apply_both vol-missing data "$(CLAIM_VOL nope)"

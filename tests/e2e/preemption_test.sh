@@ -6,7 +6,9 @@
 #   - preemptionPolicy: Never stays Pending ("not eligible due to preemptionPolicy=Never.");
 #   - a card full of four 20000 MiB low-priority pods, a 40000 MiB high-priority pod arrives: exactly two victims
 #     on that card are evicted (Preempted events, DisruptionTarget by the scheduler), the preemptor is nominated
-#     and binds there, and the PDB-protected pod that the order would otherwise pick is spared.
+#     and binds there, and the PDB-protected pod that the order would otherwise pick is spared;
+#   - /metrics counts it: gpuslice_scheduler_preemption_attempts_total, one gpuslice_scheduler_preemption_victims
+#     observation of 2, gpuslice_scheduler_preemptions_in_flight back to 0 once the preemptor is bound.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 NS=e2e-preemption
@@ -105,6 +107,9 @@ fi
 kubectl -n "$NS" delete pod never --wait=true --timeout=30s >/dev/null 2>&1
 
 # The high-priority 40000 MiB pod: exactly two victims on the card, the PDB-protected one spared.
+# metric TEXT NAME: a sample of gpuslice's /metrics text (0 when absent).
+metric() { awk -v m="$2" 'index($0, m " ") == 1 {print $NF; f = 1} END {if (!f) print 0}' <<<"$1"; }
+m0=$(e2e_gpuslice_metrics a)
 t0=$(now_ms)
 prio_pod hi 40000 e2e-high
 if wait_bound "$NS" hi 60; then
@@ -136,6 +141,20 @@ if wait_bound "$NS" hi 60; then
   else
     fail "preemption: the preemptor's message names how many pods on which node" \
       "nominations: $rounds; hi's events: $(kubectl -n "$NS" get events -o json | jq -r '[.items[] | select(.involvedObject.name == "hi") | "\(.reason): \(.message)"] | join(" | ")')"
+  fi
+  # kube-scheduler's series under gpuslice_scheduler_: one preemption of two victims, its attempts, and the
+  # nomination no longer in flight once the preemptor is bound.
+  m1=$(e2e_gpuslice_metrics a)
+  d_n=$(( $(metric "$m1" gpuslice_scheduler_preemption_victims_count) - $(metric "$m0" gpuslice_scheduler_preemption_victims_count) ))
+  d_sum=$(( $(metric "$m1" gpuslice_scheduler_preemption_victims_sum) - $(metric "$m0" gpuslice_scheduler_preemption_victims_sum) ))
+  d_att=$(( $(metric "$m1" gpuslice_scheduler_preemption_attempts_total) - $(metric "$m0" gpuslice_scheduler_preemption_attempts_total) ))
+  in_flight=$(metric "$m1" gpuslice_scheduler_preemptions_in_flight)
+  if [[ $d_n == 1 && $d_sum == 2 && $d_att -ge 1 && $in_flight == 0 ]]; then
+    pass "preemption: /metrics counts the preemption (attempts, victims, nominations in flight)" \
+      "+$d_att gpuslice_scheduler_preemption_attempts_total, gpuslice_scheduler_preemption_victims +$d_n observation of $d_sum victims, gpuslice_scheduler_preemptions_in_flight $in_flight"
+  else
+    fail "preemption: /metrics counts the preemption (attempts, victims, nominations in flight)" \
+      "attempts +$d_att, victims count +$d_n sum +$d_sum, in flight $in_flight"
   fi
   used=0
   for p in $(kubectl -n "$NS" get pods -o jsonpath='{.items[*].metadata.name}'); do

@@ -1,8 +1,8 @@
 // InterPodAffinity: required pod affinity and anti-affinity of the incoming pod, and the symmetry rule (an existing
 // pod's required anti-affinity that matches the incoming pod keeps it out of that pod's topology domain), over
 // every pod counted in the snapshot, GPU or not. Score: preferred (anti-)affinity of the incoming pod, plus the
-// existing pods' preferred terms and required affinity (hardPodAffinityWeight 1) that match it, normalised
-// min..max to 0..100.
+// existing pods' preferred terms and required affinity (hardPodAffinityWeight 1) that match it - these also when
+// the incoming pod has no preference of its own, as upstream - normalised min..max to 0..100.
 // Followed: pkg/scheduler/framework/plugins/interpodaffinity/filtering.go (PreFilter, satisfyPodAffinity,
 // satisfyPodAntiAffinity, satisfyExistingPodsAntiAffinity) and scoring.go; pkg/scheduler/framework/types.go
 // (AffinityTerm.Matches with namespaces and namespaceSelector).
@@ -18,6 +18,10 @@ namespace gpuslice::scheduler::framework {
 namespace {
 
 using TopologyCounts = std::map<std::pair<std::string, std::string>, int64_t>;
+
+/// InterPodAffinityArgs.hardPodAffinityWeight's default: an existing pod's required affinity term that matches the
+/// incoming pod counts this much in the incoming pod's score.
+constexpr int64_t kHardPodAffinityWeight = 1;
 
 void add_count(TopologyCounts& m, const NodeState& node, const std::string& key, int64_t v) {
   auto it = node.labels.find(key);
@@ -36,6 +40,7 @@ struct AffinityState final : StateData {
   TopologyCounts affinity;       ///< existing pods matching ALL the incoming pod's affinity terms
   TopologyCounts anti;           ///< existing pods matching the incoming pod's anti-affinity terms
   TopologyCounts score;          ///< preferred terms (PreScore)
+  bool existing_score = false;   ///< some existing pod's terms scored the incoming pod (PreFilter, see below)
 };
 
 // The namespaces a term of a pod in `owner_ns` can match, as a pod-index query: the owner's namespace when the
@@ -90,7 +95,35 @@ class InterPodAffinity final : public Plugin {
         }
       }
     });
+    // Score symmetry (PreScore's processExistingPod, counted here so that triggers_scoring knows whether there is
+    // anything to score): the existing pods' preferred terms and their required affinity (hardPodAffinityWeight
+    // 1) that match the incoming pod. Only pods with such terms are visited (Snapshot::affinity_term_pods_), so
+    // a cluster without any costs nothing.
+    if (snap.any_pod_with_affinity_score_terms()) {
+      snap.for_each_pod_with_affinity_terms([&](const PodRecord& rec) {
+        const NodeState* node = snap.find_node(rec.node);
+        if (node == nullptr) {
+          return;
+        }
+        auto count = [&](const PodAffinityTerm& t, int64_t w) {
+          if (term_matches(t, rec.ns, ctx.pod.ns, f.labels, own_ns_labels)) {
+            add_count(st->score, *node, t.topology_key, w);
+            st->existing_score = true;
+          }
+        };
+        for (const PodAffinityTerm& t : rec.facts->affinity) {
+          count(t, kHardPodAffinityWeight);
+        }
+        for (const WeightedPodAffinityTerm& w : rec.facts->preferred_affinity) {
+          count(w.term, w.weight);
+        }
+        for (const WeightedPodAffinityTerm& w : rec.facts->preferred_anti_affinity) {
+          count(w.term, -w.weight);
+        }
+      });
+    }
     if (f.affinity.empty() && f.anti_affinity.empty() && !any_existing) {
+      state.write(slot, std::move(st));  // the score counts, for PreScore
       return PluginStatus::skipped();
     }
     // Existing pods that may match the incoming pod's terms come from the snapshot's pod index (only pods with
@@ -173,8 +206,12 @@ class InterPodAffinity final : public Plugin {
     return PluginStatus::success();
   }
 
-  bool triggers_scoring(const CycleContext& ctx, const CycleState&) const override {
-    return !ctx.facts.preferred_affinity.empty() || !ctx.facts.preferred_anti_affinity.empty();
+  bool triggers_scoring(const CycleContext& ctx, const CycleState& state) const override {
+    if (!ctx.facts.preferred_affinity.empty() || !ctx.facts.preferred_anti_affinity.empty()) {
+      return true;
+    }
+    const AffinityState* st = state.read<AffinityState>(slot);
+    return st != nullptr && st->existing_score;
   }
 
   bool pre_score(const CycleContext& ctx, CycleState& state, const std::vector<const NodeState*>&) const override {
@@ -187,7 +224,6 @@ class InterPodAffinity final : public Plugin {
       fresh = std::make_unique<AffinityState>();
       st = fresh.get();
     }
-    const Labels* own_ns_labels = objs.namespace_labels(ctx.pod.ns);
     bool any = false;
     const bool use_index = ctx.options.use_pod_index;
     // The incoming pod's preferences: the pods each term may match, from the pod index.
@@ -206,32 +242,7 @@ class InterPodAffinity final : public Plugin {
     };
     prefer(f.preferred_affinity, 1);
     prefer(f.preferred_anti_affinity, -1);
-    // Symmetry: the existing pods' own preferences and their required affinity (weight 1) towards this pod; only
-    // pods with terms can contribute.
-    snap.for_each_pod_with_affinity_terms([&](const PodRecord& rec) {
-      const NodeState* node = snap.find_node(rec.node);
-      if (node == nullptr) {
-        return;
-      }
-      for (const WeightedPodAffinityTerm& w : rec.facts->preferred_affinity) {
-        if (term_matches(w.term, rec.ns, ctx.pod.ns, f.labels, own_ns_labels)) {
-          add_count(st->score, *node, w.term.topology_key, w.weight);
-          any = true;
-        }
-      }
-      for (const WeightedPodAffinityTerm& w : rec.facts->preferred_anti_affinity) {
-        if (term_matches(w.term, rec.ns, ctx.pod.ns, f.labels, own_ns_labels)) {
-          add_count(st->score, *node, w.term.topology_key, -w.weight);
-          any = true;
-        }
-      }
-      for (const PodAffinityTerm& t : rec.facts->affinity) {
-        if (term_matches(t, rec.ns, ctx.pod.ns, f.labels, own_ns_labels)) {
-          add_count(st->score, *node, t.topology_key, 1);
-          any = true;
-        }
-      }
-    });
+    any = any || st->existing_score;  // the existing pods' terms, counted by PreFilter
     if (fresh) {
       state.write(slot, std::move(fresh));
     }

@@ -56,3 +56,97 @@ TEST_CASE("NodePorts and InterPodAffinity see an assumed (not yet bound) GPU pod
   CHECK(decide(u, P(fill(kWeb, "web-9", ""))).message ==
         "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules.");
 }
+
+namespace {
+json::object gpu_cpu_pod(const std::string& name, const std::string& cpu, const std::string& extra_spec = "") {
+  return P(R"({"metadata":{"name":")" + name + R"(","namespace":"default"},"spec":{)" + extra_spec +
+           R"("containers":[{"name":"c","image":"x","resources":{"requests":{"cpu":")" + cpu +
+           R"(","memory":"1Gi"},"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"1000"}}}]}})");
+}
+json::object cpu_only(const std::string& name, const std::string& node, const std::string& cpu) {
+  return P(R"({"metadata":{"name":")" + name + R"(","namespace":"default"},"spec":{"nodeName":")" + node +
+           R"(","containers":[{"name":"c","image":"x","resources":{"requests":{"cpu":")" + cpu +
+           R"(","memory":"1Gi"}}}]},"status":{"phase":"Running"}})");
+}
+Decision decide_with(const Snapshot& s, const json::object& pod, const framework::ScoreWeights& w,
+                     std::string node_policy = "binpack") {
+  auto info = parse_pod(pod, gpuslice::DeviceConfig{});
+  REQUIRE(info.ok());
+  auto profile = framework::Framework::default_profile(w);
+  ScheduleOptions o;
+  o.node_policy = std::move(node_policy);
+  o.profile = profile.get();
+  return schedule(s, *info, o);
+}
+}  // namespace
+
+TEST_CASE("Scores: a configured weight changes the decision (TaintToleration 3 vs NodeAffinity)") {
+  // n1 carries a PreferNoSchedule taint but the label the pod prefers (weight 100): kube-scheduler's defaults
+  // give n2 3 x 100 (no intolerable taint) against n1's 2 x 100 (node affinity): n2. NodeAffinity at 5: n1.
+  NodeSpec n1{"n1", {card("GPU-1")}, {{"disk", "ssd"}}};
+  n1.taints.push_back(json::object{{"key", "busy"}, {"value", "yes"}, {"effect", "PreferNoSchedule"}});
+  Snapshot s = cluster({n1, NodeSpec{"n2", {card("GPU-2")}}});
+  json::object pod =
+      gpu_cpu_pod("p", "1", R"("affinity":{"nodeAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[
+      {"weight":100,"preference":{"matchExpressions":[{"key":"disk","operator":"In","values":["ssd"]}]}}]}},)");
+  framework::ScoreWeights defaults;
+  CHECK(decide_with(s, pod, defaults).node == "n2");
+  framework::ScoreWeights heavy_affinity;
+  heavy_affinity.node_affinity = 5;
+  CHECK(decide_with(s, pod, heavy_affinity).node == "n1");
+  framework::ScoreWeights no_taint_score;
+  no_taint_score.taint_toleration = 0;
+  CHECK(decide_with(s, pod, no_taint_score).node == "n1");
+}
+
+TEST_CASE("Scores: the GPU node policy stays above LeastAllocated/BalancedAllocation, which decide among equals") {
+  // n1 holds a GPU pod (HAMi node score above 0) and most of its cpu is taken by a CPU-only pod; n2 and n3 are
+  // empty of GPU pods, n2 has more cpu requested than n3.
+  Snapshot s =
+      cluster({NodeSpec{"n1", {card("GPU-n1")}}, NodeSpec{"n2", {card("GPU-n2")}}, NodeSpec{"n3", {card("GPU-n3")}}});
+  REQUIRE(s.upsert_pod(placed_pod("g", "n1", "GPU-n1,NVIDIA,10000,10:;")));
+  REQUIRE(s.upsert_pod(cpu_only("busy1", "n1", "24")));
+  REQUIRE(s.upsert_pod(cpu_only("busy2", "n2", "8")));
+  framework::ScoreWeights w;
+  // binpack: n1 although LeastAllocated and BalancedAllocation rank it last (HAMi's extender returns one node).
+  Decision bin = decide_with(s, gpu_cpu_pod("p", "1"), w);
+  CHECK(bin.node == "n1");
+  CHECK(bin.nodes_visited == 1);  // the best GPU group is n1 alone: nothing else is examined
+  // spread: n2 and n3 tie on the GPU node score (0); the resource scores pick n3, the least requested.
+  CHECK(decide_with(s, gpu_cpu_pod("p", "1"), w, "spread").node == "n3");
+  // Without resource scores the tie goes to the policy order (name): n2.
+  framework::ScoreWeights off;
+  off.node_resources_fit = 0;
+  off.node_resources_balanced_allocation = 0;
+  Decision plain = decide_with(s, gpu_cpu_pod("p", "1"), off, "spread");
+  CHECK(plain.node == "n2");
+  CHECK(plain.nodes_visited == 1);
+  // A pod without a GPU request is scored as kube-scheduler does: all weighted scores in one sum, n3.
+  CHECK(decide_with(s, P(R"({"metadata":{"name":"c","namespace":"default"},"spec":{"containers":[{"name":"c",
+      "image":"x","resources":{"requests":{"cpu":"1","memory":"1Gi"}}}]}})"),
+                    w)
+            .node == "n3");
+  // Preferences still rank above the GPU policy: a preferred node affinity to n2 wins over binpack's n1.
+  json::object to_n2 =
+      gpu_cpu_pod("p", "1", R"("affinity":{"nodeAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[
+      {"weight":1,"preference":{"matchExpressions":[{"key":"kubernetes.io/hostname","operator":"In","values":["n2"]}]}}]}},)");
+  CHECK(decide_with(s, to_n2, w).node == "n2");
+}
+
+TEST_CASE("Scores: the lock-aware choice looks past a busy first choice in rank order") {
+  Snapshot s =
+      cluster({NodeSpec{"n1", {card("GPU-n1")}}, NodeSpec{"n2", {card("GPU-n2")}}, NodeSpec{"n3", {card("GPU-n3")}}});
+  REQUIRE(s.upsert_pod(cpu_only("busy2", "n2", "8")));
+  auto info = parse_pod(gpu_cpu_pod("p", "1"), gpuslice::DeviceConfig{});
+  REQUIRE(info.ok());
+  std::function<bool(std::string_view)> busy = [](std::string_view n) { return n == "n1"; };
+  ScheduleOptions o;
+  o.busy = &busy;
+  // All three tie on the GPU node score; resources rank n1 = n3 > n2; n1 is busy: n3.
+  Decision d = schedule(s, *info, o);
+  CHECK(d.node == "n3");
+  busy = [](std::string_view n) { return n != "n2"; };
+  CHECK(schedule(s, *info, o).node == "n2");
+  busy = [](std::string_view) { return true; };
+  CHECK(schedule(s, *info, o).node == "n1");  // all busy: the first choice stands
+}

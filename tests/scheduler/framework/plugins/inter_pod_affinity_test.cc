@@ -170,3 +170,61 @@ TEST_CASE("InterPodAffinity: namespaceSelector and mismatchLabelKeys") {
   CHECK(decide(s, P(fill(anti, "t1", ""))).scheduled);        // same tenant value: term does not match x
   CHECK_FALSE(decide(s, P(fill(anti, "t2", ""))).scheduled);  // another tenant: x repels it
 }
+
+TEST_CASE("InterPodAffinity: existing pods' preferred terms alone make the pod score, and only pods with such terms") {
+  // scoring.go PreScore: an incoming pod without preferences of its own is still scored by the existing pods'
+  // preferred terms and required affinity (HavePodsWithAffinityList). Kept fast: without any such pod in the
+  // snapshot nothing is walked and scoring is not triggered.
+  Snapshot s = cluster({NodeSpec{"n1", {card("GPU-n1")}}, NodeSpec{"n2", {card("GPU-n2")}}});
+  PluginHarness h(framework::make_inter_pod_affinity(2));
+  PodInfo web = pod_info(J(R"({"metadata":{"name":"w","namespace":"default","labels":{"app":"web"}},
+      "spec":{"containers":[{"name":"c","image":"x","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"1000"}}}]}})"));
+  PodInfo other = pod_info(J(R"({"metadata":{"name":"o","namespace":"default","labels":{"app":"db"}},
+      "spec":{"containers":[{"name":"c","image":"x","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"1000"}}}]}})"));
+  CHECK_FALSE(s.any_pod_with_affinity_score_terms());
+  CHECK_FALSE(h.run(s, web).triggers_scoring);
+
+  // Required anti-affinity only filters: it does not make anybody score.
+  REQUIRE(s.upsert_pod(P(fill(kWeb, "guard", R"("nodeName":"n2",)"))));
+  CHECK_FALSE(s.any_pod_with_affinity_score_terms());
+  CHECK_FALSE(h.run(s, other).triggers_scoring);
+  REQUIRE(s.remove_pod("default", "guard"));
+
+  // A GPU pod on n1 (so binpack ranks n1 first) that prefers no other app=web on its host (weight 50).
+  json::object loner = placed_pod("loner", "n1", "GPU-n1,NVIDIA,10000,10:;");
+  loner["metadata"].as_object()["labels"] = json::object{{"app", "web"}};
+  spec(loner)["affinity"] = J(R"({"podAntiAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[
+      {"weight":50,"podAffinityTerm":{"labelSelector":{"matchLabels":{"app":"web"}},
+       "topologyKey":"kubernetes.io/hostname"}}]}})");
+  REQUIRE(s.upsert_pod(loner));
+  CHECK(s.any_pod_with_affinity_score_terms());
+  PluginResult r = h.run(s, web);
+  CHECK(r.pre_filter.code == Code::skip);  // nothing to filter ...
+  CHECK(r.triggers_scoring);               // ... but something to score
+  auto sc = h.scores(s, web, {"n1", "n2"});
+  REQUIRE(sc);
+  CHECK(*sc == std::map<std::string, int64_t>{{"n1", 0}, {"n2", 100}});
+  // A pod the term does not match is not scored by it.
+  CHECK_FALSE(h.run(s, other).triggers_scoring);
+
+  // Through the profile: the web pod avoids n1 although binpack ranks n1 first; the db pod takes n1.
+  Decision d = decide(s, P(R"({"metadata":{"name":"w","namespace":"default","labels":{"app":"web"}},
+      "spec":{"containers":[{"name":"c","image":"x","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"1000"}}}]}})"));
+  REQUIRE(d.scheduled);
+  CHECK(d.node == "n2");
+  Decision o = decide(s, P(R"({"metadata":{"name":"o","namespace":"default","labels":{"app":"db"}},
+      "spec":{"containers":[{"name":"c","image":"x","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"1000"}}}]}})"));
+  REQUIRE(o.scheduled);
+  CHECK(o.node == "n1");
+  CHECK(o.nodes_visited == 1);  // no preference: the first node of the best GPU score group, nothing more
+
+  // Existing required affinity to app=web (hardPodAffinityWeight 1) draws the web pod to n2's host when the
+  // loner is gone.
+  REQUIRE(s.remove_pod("default", "loner"));
+  REQUIRE(s.upsert_pod(bound(R"({"metadata":{"name":"needy","namespace":"default"},"spec":{"containers":[{"name":"c",
+      "image":"x"}],"affinity":{"podAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[
+      {"labelSelector":{"matchLabels":{"app":"web"}},"topologyKey":"kubernetes.io/hostname"}]}}}})",
+                             "n2")));
+  CHECK(h.run(s, web).triggers_scoring);
+  CHECK(*h.scores(s, web, {"n1", "n2"}) == std::map<std::string, int64_t>{{"n1", 0}, {"n2", 100}});
+}

@@ -126,6 +126,20 @@ struct AgentRig {
     api->put_node(json::object{{"metadata", json::object{{"name", "gpu-0"}}}});
   }
   std::string phase(const std::string& key) { return string_at_pointer(api->pods.at(key), "/status/phase"); }
+  /// Every pod whose status writes fail with `error` (none when `error` is empty).
+  void refuse_status(std::optional<kube::ApiError> error) {
+    api->fault = [error](const std::string& call) -> std::optional<kube::ApiError> {
+      return call.rfind("patch_pod_status ", 0) == 0 ? error : std::nullopt;
+    };
+  }
+  /// Lets the node arrive, binds orphan pod `name` to it and runs until the agent has rejected `rejected` pods
+  /// and has nothing in flight.
+  bool reject(const std::string& name, uint64_t rejected = 1) {
+    io.run_for(std::chrono::milliseconds(5));
+    io.restart();
+    api->put_pod(orphan_pod(name, "gpu-0"));
+    return testing::run_until(io, [&] { return agent->stats().rejected == rejected && agent->in_flight() == 0; });
+  }
   long status_writes(const std::string& key) {
     return std::count(api->calls.begin(), api->calls.end(), "patch_pod_status " + key);
   }
@@ -172,17 +186,8 @@ TEST_CASE("device agent: a rejection's pods/status retries are bounded; a pod go
     // Delays 1, 2, 4, 4, 4, 4 ms add up to 19; one more would pass the 20 ms budget: 7 attempts in all.
     AgentRig rig(
         MockAgentRetry{std::chrono::milliseconds(1), std::chrono::milliseconds(4), std::chrono::milliseconds(20)});
-    rig.api->fault = [](const std::string& call) -> std::optional<kube::ApiError> {
-      if (call.rfind("patch_pod_status ", 0) == 0) {
-        return kube::ApiError{500, "InternalError", "etcdserver: request timed out"};
-      }
-      return std::nullopt;
-    };
-    rig.io.run_for(std::chrono::milliseconds(5));
-    rig.io.restart();
-    rig.api->put_pod(orphan_pod("a", "gpu-0"));
-    REQUIRE(
-        testing::run_until(rig.io, [&] { return rig.agent->stats().rejected == 1 && rig.agent->in_flight() == 0; }));
+    rig.refuse_status(kube::ApiError{500, "InternalError", "etcdserver: request timed out"});
+    REQUIRE(rig.reject("a"));
     CHECK(rig.status_writes("default/a") == 7);
     CHECK(rig.agent->stats().status_retries == 6);
     CHECK(rig.agent->stats().status_abandoned == 1);
@@ -190,17 +195,8 @@ TEST_CASE("device agent: a rejection's pods/status retries are bounded; a pod go
   }
   SECTION("NotFound ends the retries at once") {
     AgentRig rig(MockAgentRetry{std::chrono::milliseconds(1), std::chrono::milliseconds(4), std::chrono::seconds(10)});
-    rig.api->fault = [&](const std::string& call) -> std::optional<kube::ApiError> {
-      if (call == "patch_pod_status default/a") {
-        return kube::ApiError{404, "NotFound", "pods \"a\" not found"};
-      }
-      return std::nullopt;
-    };
-    rig.io.run_for(std::chrono::milliseconds(5));
-    rig.io.restart();
-    rig.api->put_pod(orphan_pod("a", "gpu-0"));
-    REQUIRE(
-        testing::run_until(rig.io, [&] { return rig.agent->stats().rejected == 1 && rig.agent->in_flight() == 0; }));
+    rig.refuse_status(kube::ApiError{404, "NotFound", "pods \"a\" not found"});
+    REQUIRE(rig.reject("a"));
     CHECK(rig.status_writes("default/a") == 1);
     CHECK(rig.agent->stats().status_retries == 0);
     CHECK(rig.agent->stats().status_abandoned == 0);

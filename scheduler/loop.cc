@@ -960,6 +960,7 @@ void SchedulingLoop::update_gauges() {
   m.pending.with({"in_flight"}).set(static_cast<double>(queue_.in_flight_size()));
   m.binds_in_flight.with({}).set(static_cast<double>(binders_.size()));
   m.preemptions_in_flight.with({}).set(static_cast<double>(nominations_.size()));
+  m.side_effects_in_flight.with({}).set(static_cast<double>(reporter_.in_flight()));
   std::vector<CardRow> rows;
   snapshot_.for_each_node([&](const NodeState& n) {
     for (const auto& c : n.cards) {

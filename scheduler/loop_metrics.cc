@@ -38,6 +38,10 @@ LoopMetrics& LoopMetrics::get() {
                 "Preemptors nominated to a node and waiting for their victims to terminate (at most "
                 "scheduler.preemption.maxInFlight).",
                 {}),
+        // With binds_in_flight, the loop's outstanding API operations (each one a coroutine and its timeout
+        // timer): what a soak watches for a leak (bench/soak_bench.sh).
+        r.gauge("gpuslice_scheduler_side_effects_in_flight",
+                "Events and PodScheduled condition patches being written (at most maxSideEffectsInFlight).", {}),
         {},
         {}};
     // Unlabelled series are on /metrics from the start (0, an empty histogram): a restarted scheduler that
@@ -45,6 +49,7 @@ LoopMetrics& LoopMetrics::get() {
     (void)out->preemption_attempts.with({});
     (void)out->preemption_victims.with({});
     (void)out->preemptions_in_flight.with({});
+    (void)out->side_effects_in_flight.with({});
     r.add_collector([out](std::string& text) {
       // Copy the rows under the lock and format outside it: a scrape of a large fleet never holds the mutex the
       // loop's update_gauges() takes while it writes 5 lines per card.

@@ -25,9 +25,10 @@ struct LoopMetrics {
   metrics::Family<metrics::Gauge>& binds_in_flight;
   metrics::Family<metrics::Counter>& lock_ops;
   metrics::Family<metrics::Counter>& events_dropped;
-  metrics::Family<metrics::Counter>& preemption_attempts;  ///< every PostFilter run (scheduler/loop_preemption.cc)
-  metrics::HistogramFamily& preemption_victims;            ///< pods chosen per preemption that nominates
-  metrics::Family<metrics::Gauge>& preemptions_in_flight;  ///< nominations waiting for their victims
+  metrics::Family<metrics::Counter>& preemption_attempts;   ///< every PostFilter run (scheduler/loop_preemption.cc)
+  metrics::HistogramFamily& preemption_victims;             ///< pods chosen per preemption that nominates
+  metrics::Family<metrics::Gauge>& preemptions_in_flight;   ///< nominations waiting for their victims
+  metrics::Family<metrics::Gauge>& side_effects_in_flight;  ///< Events and condition patches being written
   std::mutex cards_mutex;
   std::vector<CardRow> cards;
 

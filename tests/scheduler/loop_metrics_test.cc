@@ -72,3 +72,14 @@ TEST_CASE("loop metrics: a preemption of 3 victims lands in the le=4 bucket; att
   CHECK(sample(after, "gpuslice_scheduler_preemptions_in_flight") == 5);
   m.preemptions_in_flight.with({}).set(0);
 }
+
+TEST_CASE("loop metrics: the side effects in flight gauge is on /metrics from the start (the soak samples it)",
+          "[loop_metrics]") {
+  auto& m = LoopMetrics::get();
+  const std::string text = metrics::default_registry().serialize();
+  CHECK_THAT(text, Contains("# TYPE gpuslice_scheduler_side_effects_in_flight gauge\n"));
+  CHECK(sample(text, "gpuslice_scheduler_side_effects_in_flight") >= 0);
+  m.side_effects_in_flight.with({}).set(3);
+  CHECK(sample(metrics::default_registry().serialize(), "gpuslice_scheduler_side_effects_in_flight") == 3);
+  m.side_effects_in_flight.with({}).set(0);
+}

@@ -3,7 +3,7 @@
 # the webhook under a steady extra load, and gpuslice's process sampled throughout: does anything grow?
 #
 #   1. lab/lab.sh up --tenants a --extra-nodes NODES (kwok nodes x 4 A100, 40 slices each; gpuslice serve and the
-#      mock device agent in the tenant's network namespace, the lab's configuration: nodeLock hami).
+#      mock device agent in the tenant's network namespace), then gpuslice restarted with --node-lock and --qps.
 #   2. Steady webhook load: bench/webhook_load inside the namespace, straight at gpuslice's webhook port, at
 #      --review-rate reviews/s over --review-connections keep-alive connections (fixed rate, the review of
 #      bench/data/gpu_pod_review_v1.json), for the whole churn.
@@ -18,7 +18,12 @@
 #      latency over time, and the verdict against the thresholds documented there (exit 1 on FAIL).
 #
 #   bench/soak_bench.sh [--duration 3600] [--rate 20] [--lifetime 10] [--review-rate 100]
-#                       [--review-connections 4] [--sample-interval 10] [--nodes 20] [--out DIR] [--keep]
+#                       [--review-connections 4] [--sample-interval 10] [--nodes 20] [--node-lock hami|off]
+#                       [--qps 500] [--out DIR] [--keep]
+#     --node-lock  gpuslice's scheduler.nodeLock (default off: bind straight away; hami is the lab's lock,
+#                  annotations, device-agent handshake and unlock for every pod, which binds 3-7 pods/s here, far
+#                  below 20/s, so the backlog, not the process, would grow); --qps its kubeQPS (burst 2x;
+#                  default 500, so that the client limiter does not decide whether 20 pods/s keep up)
 #
 # Needs root (the lab does) and a release build: cmake --preset release -B build/release &&
 # cmake --build build/release --target gpuslice webhook_load (GPUSLICE_BIN overrides the gpuslice binary,
@@ -42,9 +47,10 @@ WEBHOOK_LOAD=${WEBHOOK_LOAD:-$REPO/build/release/bench/webhook_load}
 STATE=$GPUSLICE_LAB_STATE
 BIN=$("$REPO/lab/build-tools.sh" --print-bin)
 DURATION=3600 RATE=20 LIFETIME=10 REVIEW_RATE=100 REVIEW_CONNS=4 INTERVAL=10 NODES=20 OUT="" KEEP=false
+NODE_LOCK=off QPS=500
 NS=gpuslice-soak
 
-usage() { sed -n '20,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '20,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while (($#)); do
   case $1 in
     --duration) DURATION=$2; shift 2 ;;
@@ -54,12 +60,15 @@ while (($#)); do
     --review-connections) REVIEW_CONNS=$2; shift 2 ;;
     --sample-interval) INTERVAL=$2; shift 2 ;;
     --nodes) NODES=$2; shift 2 ;;
+    --node-lock) NODE_LOCK=$2; shift 2 ;;
+    --qps) QPS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --keep) KEEP=true; shift ;;
     *) usage ;;
   esac
 done
-for v in "$DURATION" "$RATE" "$LIFETIME" "$REVIEW_RATE" "$REVIEW_CONNS" "$INTERVAL" "$NODES"; do
+[[ $NODE_LOCK == hami || $NODE_LOCK == off ]] || usage
+for v in "$DURATION" "$RATE" "$LIFETIME" "$REVIEW_RATE" "$REVIEW_CONNS" "$INTERVAL" "$NODES" "$QPS"; do
   [[ $v =~ ^[0-9]+$ ]] || usage
 done
 [[ -x $WEBHOOK_LOAD ]] || { echo "no $WEBHOOK_LOAD: cmake --build build/release --target webhook_load" >&2; exit 1; }
@@ -94,12 +103,23 @@ BROUGHT_UP=true
 [[ -f $STATE/pids/a-gpuslice.pid ]] || die "gpuslice is not running in tenant a ($OUT/lab-up.log)"
 NETNS=$(awk -F= '$1 == "NETNS_PREFIX" {print $2}' "$STATE/lab.env")-a
 GS_CONFIG=$STATE/tenant-a/gpuslice-config.yaml
+python3 - "$GS_CONFIG" "$NODE_LOCK" "$QPS" <<'PY'
+import sys, yaml
+c = yaml.safe_load(open(sys.argv[1]))
+s = c.setdefault("scheduler", {})
+s["nodeLock"] = sys.argv[2]
+s["kubeQPS"] = int(sys.argv[3])
+s["kubeBurst"] = 2 * int(sys.argv[3])
+open(sys.argv[1], "w").write(yaml.safe_dump(c, sort_keys=False))
+PY
+"$LAB" stop a gpuslice >>"$OUT/lab-up.log" 2>&1
+"$LAB" start a gpuslice >>"$OUT/lab-up.log" 2>&1
 read -r HEALTH WEBHOOK LOCK_MODE < <(python3 -c '
 import sys, yaml
 c = yaml.safe_load(open(sys.argv[1]))
 print(c["server"]["healthBindAddress"], c["webhook"]["bindAddress"], c.get("scheduler", {}).get("nodeLock", "hami"))' "$GS_CONFIG")
 GS_PID=$(cat "$STATE/pids/a-gpuslice.pid")
-log "gpuslice pid $GS_PID ($("$STATE/bin/gpuslice" --version 2>/dev/null | head -1)), nodeLock $LOCK_MODE, webhook $WEBHOOK, health $HEALTH in $NETNS"
+log "gpuslice pid $GS_PID ($("$STATE/bin/gpuslice" --version 2>/dev/null | head -1)), nodeLock $LOCK_MODE, kubeQPS $QPS, webhook $WEBHOOK, health $HEALTH in $NETNS"
 kc create namespace "$NS" >/dev/null
 
 # ---- the webhook's steady load ------------------------------------------------------------------------------
@@ -116,7 +136,7 @@ kill -0 "$LOAD_PID" 2>/dev/null || die "webhook_load exited: $(cat "$OUT/webhook
 # ---- churn and samples --------------------------------------------------------------------------------------
 cat >"$OUT/conditions.txt" <<EOF
 start $(date -u +%FT%TZ); $(conditions); $(nproc) cores shared with other sessions (builds, tests)
-gpuslice $("$STATE/bin/gpuslice" --version 2>/dev/null | head -1) (release build), nodeLock $LOCK_MODE, mock device agent on
+gpuslice $("$STATE/bin/gpuslice" --version 2>/dev/null | head -1) (release build), nodeLock $LOCK_MODE, kubeQPS $QPS burst $((2 * QPS)), mock device agent on
 churn: $RATE pods/s for $DURATION s, lifetime $LIFETIME s; $NODES kwok nodes x 4 A100 ($((NODES * 40)) slices)
 webhook load: $REVIEW_RATE reviews/s over $REVIEW_CONNS connections; samples every $INTERVAL s
 EOF

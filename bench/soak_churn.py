@@ -5,12 +5,14 @@ gpuslice process (/proc) and of its /metrics, one CSV row per --sample-interval.
 
   soak_churn.py --kubeconfig F --namespace NS --rate 20 --duration 3600 --lifetime 10 --pid-file P
                 --metrics-cmd 'ip netns exec g4-a curl -s http://127.0.0.1:8080/metrics'
-                --csv samples.csv --summary churn.json [--sample-interval 10] [--workers 6]
+                --csv samples.csv --summary churn.json [--sample-interval 10] [--workers 24]
 
 Pod i (soak-<i>, asked for at t0 + i/rate) is created by POST (its creation is timed from the send); it is
-deleted (grace 0) --lifetime seconds after it was asked for, bound or not, so the cluster holds about
+deleted (grace 0) --lifetime seconds after its create returned, bound or not, so the cluster holds about
 rate x lifetime pods. Bind latency = POST sent -> the watch's first event showing spec.nodeName (webhook,
-scheduling, node lock and bind). Every request has a timeout; failures are counted, never fatal.
+scheduling, node lock and bind). Every request has a timeout; failures are counted, never fatal. Creates wait
+while more than --max-live pods are live (deletes behind on a starved API server): the cluster stays bounded and
+the achieved rate is what the CSV's created column shows.
 
 Each CSV row: the interval's creates/binds/deletes and errors, the bind latency p50/p99/max of the binds seen in
 the interval, the pods created and not deleted (live) and of those not bound (unbound), the process's VmRSS,
@@ -163,17 +165,20 @@ def main():
     ap.add_argument("--lifetime", type=float, default=10)
     ap.add_argument("--mem", type=int, default=1000)
     ap.add_argument("--cores", type=int, default=5)
-    ap.add_argument("--workers", type=int, default=6)
-    ap.add_argument("--delete-workers", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=24)
+    ap.add_argument("--delete-workers", type=int, default=24)
     ap.add_argument("--sample-interval", type=float, default=10)
     ap.add_argument("--pid-file", required=True)
     ap.add_argument("--metrics-cmd", required=True)
     ap.add_argument("--csv", required=True)
     ap.add_argument("--summary", required=True)
     ap.add_argument("--binds", default="", help="one line per bind: seconds since the start, latency ms")
+    ap.add_argument("--max-live", type=int, default=0,
+                    help="creates wait while more pods than this are live (default 3 x rate x lifetime)")
     ap.add_argument("--tail", type=float, default=30, help="seconds after the last create: deletes finish, samples go on")
     args = ap.parse_args()
 
+    max_live = args.max_live or int(3 * args.rate * args.lifetime)
     host, port, sslctx = load_kubeconfig(args.kubeconfig)
     base = "/api/v1/namespaces/%s/pods" % args.namespace
     lock = threading.Lock()
@@ -215,7 +220,8 @@ def main():
                     sent.pop(name, None)
                     iv["create_err"] += 1
                     tot["create_err"] += 1
-                heapq.heappush(deletes, (due + args.lifetime, name)) if status in (201, 409) else None
+                if status in (201, 409):  # lifetime from its creation (creates may run behind schedule)
+                    heapq.heappush(deletes, (time.monotonic() + args.lifetime, name))
             if status not in (201, 409):
                 reason = status
                 if data[:1] == b"{":
@@ -285,6 +291,7 @@ def main():
                 if p["spec"].get("nodeName"):
                     saw_bound(p["metadata"]["name"])
             rv = lst["metadata"]["resourceVersion"]
+            w_start, w_events, w_end = time.monotonic(), 0, "closed by the server"
             conn = http.client.HTTPSConnection(host, port, context=sslctx, timeout=60)
             try:
                 conn.request("GET", base + "?watch=1&allowWatchBookmarks=true&timeoutSeconds=300"
@@ -295,6 +302,7 @@ def main():
                     if not line:
                         break
                     ev = json.loads(line)
+                    w_events += 1
                     if ev["type"] == "ERROR":
                         err("watch ERROR %s" % ev["object"].get("code"))
                         break
@@ -303,8 +311,13 @@ def main():
                         saw_bound(o["metadata"]["name"])
             except (OSError, http.client.HTTPException, ValueError) as e:
                 err("watch %s" % type(e).__name__)
+                w_end = "%s %s" % (type(e).__name__, e)
             finally:
                 conn.close()
+            if not stop.is_set():
+                print("[soak %s] the churn's watch ended after %.0f s, %d events: %s"
+                      % (time.strftime("%H:%M:%S"), time.monotonic() - w_start, w_events, w_end),
+                      file=sys.stderr, flush=True)
             with lock:
                 tot["watch_restarts"] += 1
 
@@ -379,11 +392,21 @@ def main():
     sample()
     sthread.start()
     n = int(args.rate * args.duration)
+    end = t0 + args.duration
     for i in range(n):
         due = t0 + i / args.rate
         d = due - time.monotonic()
         if d > 0:
             time.sleep(d)
+        # Back-pressure: when creates or deletes fall behind (a starved API server) the cluster stays bounded and
+        # the achieved create rate drops instead (the CSV's created column; create_behind_s the worst lag).
+        while time.monotonic() < end:
+            with lock:
+                if len(created) < max_live and creates.qsize() < args.workers:
+                    break
+            time.sleep(0.02)
+        if time.monotonic() >= end:
+            break
         creates.put(("soak-%06d" % i, due))
         tot["asked"] += 1
     for _ in threads:
@@ -398,6 +421,7 @@ def main():
     sthread.join(timeout=args.sample_interval + 15)
     sample()
     tot["duration_s"] = round(time.monotonic() - t0, 1)
+    tot["max_live"] = max_live
     tot["t0_unix"] = t0_unix
     lat = sorted(all_lat)
     tot["bind_p50_ms"] = round(pct(lat, 0.5) * 1000, 1) if lat else None

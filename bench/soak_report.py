@@ -151,7 +151,8 @@ def main():
         else:
             p50, p99 = med(col(rs, "bind_p50_ms")), med(col(rs, "bind_p99_ms"))
             mx = max((x for x in col(rs, "bind_max_ms") if x is not None), default=None)
-        out.append("| %.0f-%.0f | %d | %d | %d | %s | %s | %s | %s | %s | %d |" % (
+        fmt = "| %.1f-%.1f |" if step < 60 else "| %.0f-%.0f |"
+        out.append((fmt + " %d | %d | %d | %s | %s | %s | %s | %s | %d |") % (
             (k - 1) * step / 60, min(k * step, span) / 60, sum(int(num(r["created"]) or 0) for r in rs),
             sum(int(num(r["bound"]) or 0) for r in rs), sum(int(num(r["deleted_unbound"]) or 0) for r in rs),
             "-" if p50 is None else "%.0f" % p50, "-" if p99 is None else "%.0f" % p99,
@@ -162,9 +163,19 @@ def main():
         out.append("(bind p50/p99 per row: the median of the %.0f s samples' own p50/p99 in that span)" %
                    (num(rows[1]["t_s"]) - num(rows[0]["t_s"]) if len(rows) > 1 else 0))
     out.append("")
+    out.append("achieved create rate %.1f pods/s (asked %.0f/s; back-pressure holds creates while %s pods are "
+               "live or the create workers are all busy)" % (summ["created"] / a.duration, a.rate,
+                                                             summ.get("max_live", "too many")))
+    first_r, last_r = rows[0], [r for r in rows if num(r["t_s"]) <= a.duration][-1]
+    for c, label in (("m_webhook_reviews_total", "AdmissionReviews answered by gpuslice"),
+                     ("m_kube_requests_total", "gpuslice's API requests")):
+        if num(first_r.get(c)) is not None and num(last_r.get(c)) is not None:
+            d = num(last_r[c]) - num(first_r[c])
+            dt = num(last_r["t_s"]) - num(first_r["t_s"])
+            out.append("- %s during the churn: %.0f (%.1f/s)" % (label, d, d / dt if dt else 0))
     out.append("pods: %d asked, %d created, %d bound (%s), %d deleted (%d before a bind was seen); create failures %d, "
                "delete failures %d; bind latency (POST sent -> watch sees spec.nodeName) over the run p50 %s ms, "
-               "p99 %s ms, max %s ms; the churn's own watch restarted %d times (the API server's 300 s timeouts); "
+               "p99 %s ms, max %s ms; the churn's own watch restarted %d times; "
                "creates at most %.2f s behind schedule" % (
                    summ["asked"], summ["created"], summ["bound"],
                    "%.2f %%" % (100 * summ["bound"] / summ["created"]) if summ["created"] else "-",

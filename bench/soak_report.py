@@ -175,12 +175,12 @@ def main():
             out.append("- %s during the churn: %.0f (%.1f/s)" % (label, d, d / dt if dt else 0))
     out.append("pods: %d asked, %d created, %d bound (%s), %d deleted (%d before a bind was seen); create failures %d, "
                "delete failures %d; bind latency (POST sent -> watch sees spec.nodeName) over the run p50 %s ms, "
-               "p99 %s ms, max %s ms; the churn's own watch restarted %d times; "
+               "p99 %s ms, max %s ms; the churn's own watch was closed by the server and resumed %d times (relisted %s); "
                "creates at most %.2f s behind schedule" % (
                    summ["asked"], summ["created"], summ["bound"],
                    "%.2f %%" % (100 * summ["bound"] / summ["created"]) if summ["created"] else "-",
                    summ["deleted"], summ["deleted_unbound"], summ["create_err"], summ["delete_err"],
-                   summ["bind_p50_ms"], summ["bind_p99_ms"], summ["bind_max_ms"], summ["watch_restarts"],
+                   summ["bind_p50_ms"], summ["bind_p99_ms"], summ["bind_max_ms"], summ["watch_restarts"], summ.get("relists", "-"),
                    summ["create_behind_s"]))
     if summ["errors"]:
         out.append("errors: " + "; ".join("%s x%d" % kv for kv in sorted(summ["errors"].items())))

@@ -290,7 +290,7 @@ bool is_stale_connection_error(const boost::system::error_code& ec) {
   // us (the API server killed or restarted, the path cut): as stale as a reset or EOF. ETIMEDOUT (asio's
   // timed_out, never the request's own deadline, which is beast::error::timeout) is the kernel giving up on a
   // silent peer: keepalive probes unanswered, or TCP_USER_TIMEOUT on unacknowledged data (tcp(7)); the error is
-  // the same for both. Unacknowledged means the request did not reach the server, so the retry is safe.
+  // the same for both. As for a reset, the request is retried only when no response byte had arrived.
   return ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
          ec == asio::error::connection_aborted || ec == asio::error::network_reset || ec == asio::error::broken_pipe ||
          ec == asio::error::timed_out || ec == ssl::error::stream_truncated;

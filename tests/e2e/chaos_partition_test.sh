@@ -16,8 +16,19 @@
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/chaos.sh"
-trap 'cut_restore; chaos_cleanup' EXIT
 CUT=${E2E_PARTITION_SECONDS:-60}
+# E2E_PARTITION_INBOUND=1 (measurement, not in CI): also drop the API server's packets into the namespace, a
+# symmetric cut as a dead link or a killed VM makes. By default only what leaves the namespace is dropped, so the API
+# server's retransmits of a watch stream still arrive and keep that connection's keepalive quiet: only the watch
+# read-idle deadline ends it.
+INBOUND=${E2E_PARTITION_INBOUND:-0}
+inbound_on() { ((INBOUND)) && in_ns a iptables -w -I INPUT -p tcp --sport "$(chaos_api_port)" -j DROP; return 0; }
+inbound_restore() {
+  local port; port=$(chaos_api_port)
+  [[ -n $port ]] || return 0
+  while in_ns a iptables -w -D INPUT -p tcp --sport "$port" -j DROP 2>/dev/null; do :; done
+}
+trap 'inbound_restore; cut_restore; chaos_cleanup' EXIT
 
 section "chaos: gpuslice-to-API path cut for ${CUT} s, restored (tenant-a)"
 chaos_setup partition || exit 1
@@ -44,19 +55,20 @@ first_after() {
   awk -v t="$2" -v c="$3" '$1 < t {base = $c; next} base != "" && $c > base {print $1 - t; exit}' "$1"
 }
 endings_before=$(watch_endings)
-cut_on || { fail "partition: cut (iptables in $(netns_of a))" "iptables failed"; exit 1; }
+cut_on && inbound_on || { fail "partition: cut (iptables in $(netns_of a))" "iptables failed"; exit 1; }
 t0=$(now_ms)
 samples=$(mktemp "${TMPDIR:-/tmp}/gpuslice-partition-samples.XXXXXX")
 recovery_sampler "$samples" &
 sampler_pid=$!
-trap 'kill "$sampler_pid" 2>/dev/null; rm -f "$samples"; cut_restore; chaos_cleanup' EXIT
+trap 'kill "$sampler_pid" 2>/dev/null; rm -f "$samples"; inbound_restore; cut_restore; chaos_cleanup' EXIT
 in_ns a curl -s --max-time 3 -o /dev/null "https://127.0.0.1:$(chaos_api_port)/readyz" -k && cut_ok=no || cut_ok=yes
 sleep "$CUT"
 endings_cut=$(watch_endings)
+inbound_restore
 cut_restore
 t_restore=$(now_ms)
 pending_then=$(kubectl -n "$CHAOS_NS" get pods -o json | jq '[.items[] | select(.spec.nodeName == null)] | length')
-note "path cut for $(( ($(now_ms) - t0) / 1000 )) s (API unreachable from the namespace: $cut_ok); $pending_then pods unbound at restore"
+note "path cut$( ((INBOUND)) && echo ' both ways') for $(( ($(now_ms) - t0) / 1000 )) s (API unreachable from the namespace: $cut_ok); $pending_then pods unbound at restore"
 during=$(join -a 2 <(echo "$endings_before") <(echo "$endings_cut") |
   awk '{d = (NF == 3 ? $3 - $2 : $2); if (d > 0) printf "%s+%d ", $1, d}')
 note "watch endings during the cut: ${during:-none}"
@@ -74,5 +86,5 @@ wait "$sampler_pid" 2>/dev/null
 first_event_ms=$(first_after "$samples" "$t_restore" 2)
 first_bind_ms=$(first_after "$samples" "$t_restore" 3)
 note "after the restore (gpuslice /metrics every 0.25 s): first watch event ${first_event_ms:-never} ms, first bind ${first_bind_ms:-never} ms"
-CHAOS_EVIDENCE="${CUT} s packet-drop cut; $pending_then pods waiting at restore; first watch event ${first_event_ms:-never} ms and first bind ${first_bind_ms:-never} ms after the restore; watch endings during the cut: ${during:-none}"
+CHAOS_EVIDENCE="${CUT} s packet-drop cut$( ((INBOUND)) && echo ' (both directions)'); $pending_then pods waiting at restore; first watch event ${first_event_ms:-never} ms and first bind ${first_bind_ms:-never} ms after the restore; watch endings during the cut: ${during:-none}"
 chaos_verdict 180

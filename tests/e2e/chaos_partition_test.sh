@@ -4,10 +4,12 @@
 # longer than every client deadline) by dropping its packets (iptables in the network namespace: connections hang,
 # nothing is refused), then restored, under a burst. The webhook path (API server -> Konnectivity -> gpuslice) stays
 # up, so pods keep being admitted while nobody can schedule them. Ends with the accountant, which may take up to
-# 180 s to find the aftermath clean: gpuslice notices the restore only when TCP retransmits on its hung connections
-# (about 40 s after a 60 s cut, measured, before TCP keepalive and the watch read-idle deadline), then the pods that
-# queued during the cut are bound at the node lock's pace (two nodes, one bind per node at a time, each waiting for
-# the device agent's Allocate).
+# 180 s to find the aftermath clean. Without TCP keepalive and the watch read-idle deadline gpuslice noticed the
+# restore only when TCP retransmitted on its hung connections (about 45 s after a 60 s cut, measured); now its quiet
+# watches die by keepalive during the cut and reconnect within a second of the restore, and the pods watch, kept
+# alive for the kernel by the API server's retransmits, ends by the read-idle deadline 90 s after its last byte
+# (bench/RESULTS.md, reliability). Then the pods that queued during the cut are bound at the node lock's pace (two
+# nodes, one bind per node at a time, each waiting for the device agent's Allocate).
 # Measured, from gpuslice's /metrics sampled every 0.25 s inside the namespace (the health port is not behind the
 # cut): how long after the restore the first watch event arrives and the first bind completes, and how the watches
 # ended during the cut (gpuslice_kube_requests_total{verb="WATCH"} by code: Transport is TCP keepalive's ETIMEDOUT
@@ -34,7 +36,7 @@ section "chaos: gpuslice-to-API path cut for ${CUT} s, restored (tenant-a)"
 chaos_setup partition || exit 1
 CHAOS_SECONDS=$((CUT + 10)) CHAOS_RATE=3 chaos_burst_start
 chaos_wait_created 10 30 || { fail "partition: burst started" "$(cat "$CHAOS_BURST_OUT")"; exit 1; }
-# watch_endings: "code=N ..." of gpuslice's WATCH requests so far, by how they ended.
+# watch_endings: lines "CODE COUNT" of gpuslice's WATCH requests so far, by how they ended (sorted by CODE).
 watch_endings() {
   e2e_gpuslice_metrics a | sed -n 's/^gpuslice_kube_requests_total{verb="WATCH",code="\([^"]*\)"} \([0-9.e+]*\)$/\1 \2/p' |
     sort

@@ -242,6 +242,28 @@ MockDeviceAgent::MockDeviceAgent(asio::any_io_executor executor, std::shared_ptr
                                  MockAgentRetry retry)
     : executor_(std::move(executor)), api_(std::move(api)), gpu_resource_(std::move(gpu_resource)), retry_(retry) {}
 
+void MockDeviceAgent::set_plugin_rate(MockAgentPluginRate rate) {
+  plugin_rate_ = std::move(rate);
+  plugin_buckets_.clear();
+}
+
+asio::awaitable<void> MockDeviceAgent::plugin_request_slot(const std::string& node) {
+  ++stats_.plugin_requests;
+  const auto now = plugin_rate_.now();
+  auto it = plugin_buckets_.find(node);
+  if (it == plugin_buckets_.end()) {
+    it = plugin_buckets_.emplace(node, kube::TokenBucket(plugin_rate_.qps, plugin_rate_.burst, now)).first;
+  }
+  const auto wait = it->second.reserve(now);
+  if (wait <= std::chrono::steady_clock::duration::zero()) {
+    co_return;
+  }
+  ++stats_.plugin_throttled;
+  asio::steady_timer t(executor_);
+  t.expires_after(wait);
+  co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+
 std::size_t MockDeviceAgent::in_flight() const {
   std::size_t n = rejections_in_flight_;
   for (const auto& [node, q] : queues_) {
@@ -349,6 +371,7 @@ asio::awaitable<void> MockDeviceAgent::drain(std::string node) {
 }
 
 asio::awaitable<Result<json::object>> MockDeviceAgent::pending_pod(const std::string& node) {
+  co_await plugin_request_slot(node);
   auto n = co_await api_->get_node(node);
   if (!n) {
     co_return make_error("get node " + node + ": " + n.error().to_string());
@@ -366,6 +389,7 @@ asio::awaitable<Result<json::object>> MockDeviceAgent::pending_pod(const std::st
     } else if (auto t = parse_rfc3339(parts[0]); !t) {
       co_return make_error("parsing time \"" + std::string(parts[0]) + "\": " + t.message());
     } else if (!parts[1].empty() && !parts[2].empty()) {
+      co_await plugin_request_slot(node);
       auto p = co_await api_->get_pod(std::string(parts[1]), std::string(parts[2]));
       if (!p) {
         co_return make_error("get pod " + std::string(parts[1]) + "/" + std::string(parts[2]) + ": " +
@@ -436,6 +460,7 @@ asio::awaitable<void> MockDeviceAgent::admit(std::string node, std::string key) 
       co_await finish_pod(node, *pending, kBindPhaseFailed);
       break;
     }
+    co_await plugin_request_slot(node);
     auto erased = co_await api_->patch_pod(
         pns, pname, annotation_patch(kDevicesToAllocateAnnotation, json::value(res.erased_to_allocate)));
     if (!erased) {
@@ -449,6 +474,7 @@ asio::awaitable<void> MockDeviceAgent::admit(std::string node, std::string key) 
       (*rec)["env"] = container_env_record(find_container(pod, call.container, call.init), res.envs);
     }
     // PodAllocationTrySuccess: re-read the pod; nothing of the vendor left -> success and release the lock.
+    co_await plugin_request_slot(node);
     auto fresh = co_await api_->get_pod(pns, pname);
     if (fresh && !plugin_has_pending_entries(annotation(*fresh, kDevicesToAllocateAnnotation).value_or(""))) {
       co_await finish_pod(node, *fresh, kBindPhaseSuccess);
@@ -546,6 +572,7 @@ asio::awaitable<void> MockDeviceAgent::finish_pod(const std::string& node, const
                                                   std::string_view phase) {
   const std::string ns = kube::namespace_of(pending);
   const std::string name = kube::name_of(pending);
+  co_await plugin_request_slot(node);
   auto r = co_await api_->patch_pod(ns, name, annotation_patch(kBindPhaseAnnotation, json::value(phase)));
   if (!r) {
     log::warning("setting bind-phase failed", {{"pod", ns + "/" + name}, {"error", r.error().to_string()}});
@@ -558,6 +585,7 @@ asio::awaitable<void> MockDeviceAgent::release_lock(const std::string& node, con
   // nodelock.ReleaseNodeLock(skipOwnerCheck=false): only a lock ending in ",<ns>,<name>"; 5 tries.
   const std::string suffix = "," + ns + "," + name;
   for (int attempt = 0; attempt < 5; ++attempt) {
+    co_await plugin_request_slot(node);
     auto n = co_await api_->get_node(node);
     if (!n) {
       co_return;
@@ -567,6 +595,7 @@ asio::awaitable<void> MockDeviceAgent::release_lock(const std::string& node, con
         lock->compare(lock->size() - suffix.size(), suffix.size(), suffix) != 0) {
       co_return;
     }
+    co_await plugin_request_slot(node);
     auto r = co_await api_->patch_node(node, lock_release_patch(kube::resource_version_of(*n)));
     if (r) {
       ++stats_.locks_released;
@@ -598,6 +627,10 @@ int run_mock_device_agent(const MockAgentConfig& config) {
     return 1;
   }
   auto agent = std::make_shared<MockDeviceAgent>(io.get_executor(), make_client_api(*client));
+  MockAgentPluginRate rate;
+  rate.qps = config.plugin_qps;
+  rate.burst = config.plugin_burst;
+  agent->set_plugin_rate(std::move(rate));
   kube::ReflectorOptions nodes;
   nodes.resource = kube::resources::nodes();
   nodes.label_selector = config.node_selector;
@@ -626,7 +659,10 @@ int run_mock_device_agent(const MockAgentConfig& config) {
     pod_reflector->stop();
     io.stop();
   });
-  log::info("mock device agent running (HAMi v2.10 device plugin emulation)", {{"nodeSelector", config.node_selector}});
+  log::info("mock device agent running (HAMi v2.10 device plugin emulation)",
+            {{"nodeSelector", config.node_selector},
+             {"pluginQPS", std::to_string(config.plugin_qps)},
+             {"pluginBurst", std::to_string(config.plugin_burst)}});
   io.run();
   return 0;
 }

@@ -202,3 +202,50 @@ TEST_CASE("device agent: a rejection's pods/status retries are bounded; a pod go
     CHECK(rig.agent->stats().status_abandoned == 0);
   }
 }
+
+namespace {
+
+// A pod the plugin admits without a lock (GetPendingPod's fallback): one container, one device entry. Its Allocate
+// makes five plugin requests: GET node, PATCH the erased entry, GET the pod, PATCH bind-phase, GET node (no lock
+// to release).
+json::object bound_pod(const std::string& name, const std::string& node) {
+  json::object pod = orphan_pod(name, node);
+  pod["metadata"].as_object()["annotations"] =
+      json::object{{"hami.io/vgpu-devices-to-allocate", "GPU-" + node + ",NVIDIA,1000,10:;"},
+                   {"hami.io/bind-time", "1"},
+                   {"hami.io/bind-phase", "allocating"},
+                   {"hami.io/vgpu-node", node}};
+  return pod;
+}
+
+}  // namespace
+
+TEST_CASE("device agent: each node's plugin requests wait for that node's own client limit (HAMi: 5 QPS, burst 10)",
+          "[mock_agent]") {
+  // The bucket's clock is frozen, so a token spent is never given back: a node gets its burst and no more. A burst
+  // of 5 holds exactly one pod's five plugin requests: on gpu-0 the second pod's first request waits (for 1000 s at
+  // this QPS), while gpu-1, with its own bucket, admits its pod. With one client for every node, or none, all pass.
+  AgentRig rig(MockAgentRetry{});
+  const auto frozen = std::chrono::steady_clock::now();
+  MockAgentPluginRate rate;
+  rate.qps = 0.001;
+  rate.burst = 5;
+  rate.now = [frozen] { return frozen; };
+  rig.agent->set_plugin_rate(rate);
+  rig.api->put_node(json::object{{"metadata", json::object{{"name", "gpu-1"}}}});
+  rig.io.run_for(std::chrono::milliseconds(5));
+  rig.io.restart();
+  rig.api->put_pod(bound_pod("a", "gpu-0"));
+  rig.api->put_pod(bound_pod("b", "gpu-0"));
+  rig.api->put_pod(bound_pod("d", "gpu-1"));
+  REQUIRE(testing::run_until(rig.io, [&] { return rig.agent->stats().admitted == 2; }));
+  rig.io.run_for(std::chrono::milliseconds(50));
+  CHECK(rig.agent->stats().admitted == 2);
+  CHECK(rig.agent->stats().rejected == 0);
+  CHECK(rig.agent->stats().plugin_requests == 11);  // 5 + 5 and the first of b's, which waits
+  CHECK(rig.agent->stats().plugin_throttled == 1);
+  CHECK(annotation(rig.api->pods.at("default/a"), "hami.io/bind-phase") == "success");
+  CHECK(annotation(rig.api->pods.at("default/d"), "hami.io/bind-phase") == "success");
+  CHECK(annotation(rig.api->pods.at("default/b"), "hami.io/bind-phase") == "allocating");
+  CHECK(rig.agent->in_flight() == 1);  // b is held by its node's limit, not lost
+}

@@ -317,9 +317,14 @@ void MockDeviceAgent::on_pod_event(const kube::ReflectorEvent& e) {
     case T::modified:
       consider_pod(*e.object);
       break;
-    case T::deleted:
-      pods_.erase(kube::namespace_of(*e.object) + "/" + kube::name_of(*e.object));
+    case T::deleted: {
+      const std::string key = kube::namespace_of(*e.object) + "/" + kube::name_of(*e.object);
+      pods_.erase(key);
+      if (auto r = rejections_.find(key); r != rejections_.end() && !r->second.writing) {
+        rejections_.erase(r);
+      }
       break;
+    }
     case T::bookmark:
       break;
   }
@@ -334,6 +339,9 @@ void MockDeviceAgent::consider_pod(const json::object& pod) {
   }
   pods_[key] = pod;
   const std::string uid = kube::uid_of(pod).empty() ? key : kube::uid_of(pod);
+  if (auto r = rejections_.find(key); r != rejections_.end() && r->second.uid != uid && !r->second.writing) {
+    rejections_.erase(r);  // another pod under the same name: the rejection was of the one before
+  }
   const std::string phase = string_at_pointer(pod, "/status/phase");
   if (admitted_uids_.count(uid) || phase == "Succeeded" || phase == "Failed" ||
       !string_at_pointer(pod, "/metadata/deletionTimestamp").empty()) {
@@ -530,22 +538,73 @@ asio::awaitable<void> MockDeviceAgent::admit(std::string node, std::string key) 
     json::object status{{"phase", "Failed"},
                         {"reason", "UnexpectedAdmissionError"},
                         {"message", "Pod was rejected: Allocate failed due to " + error + ", which is unexpected"}};
-    ++rejections_in_flight_;
-    asio::co_spawn(executor_, write_rejection(ns, name, json::serialize(json::object{{"status", std::move(status)}})),
-                   asio::detached);
+    json::object meta{{"uid", kube::uid_of(pod)}};
+    Rejection& r = rejections_[key];
+    r.uid = kube::uid_of(pod).empty() ? key : kube::uid_of(pod);
+    r.ns = ns;
+    r.name = name;
+    r.body = json::serialize(json::object{{"metadata", std::move(meta)}, {"status", std::move(status)}});
+    start_rejection_write(key);
+    if (!status_sync_running_) {
+      status_sync_running_ = true;
+      asio::co_spawn(executor_, status_sync(), asio::detached);
+    }
   }
 }
 
-asio::awaitable<void> MockDeviceAgent::write_rejection(std::string ns, std::string name, std::string body) {
+void MockDeviceAgent::start_rejection_write(const std::string& key) {
+  Rejection& r = rejections_.at(key);
+  r.writing = true;
+  ++rejections_in_flight_;
+  asio::co_spawn(executor_, write_rejection(key), asio::detached);
+}
+
+asio::awaitable<void> MockDeviceAgent::status_sync() {
   auto self = shared_from_this();
-  const std::string key = ns + "/" + name;
+  while (!rejections_.empty()) {
+    asio::steady_timer t(executor_);
+    t.expires_after(retry_.status_sync);
+    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    std::vector<std::string> again;
+    for (auto it = rejections_.begin(); it != rejections_.end();) {
+      auto p = pods_.find(it->first);
+      if (!it->second.writing && p == pods_.end()) {
+        it = rejections_.erase(it);  // no longer seen on a managed node (deleted while a watch was down): forgotten
+        continue;
+      }
+      if (!it->second.writing && string_at_pointer(p->second, "/status/phase") != "Failed") {
+        again.push_back(it->first);
+      }
+      ++it;
+    }
+    for (const auto& key : again) {
+      ++stats_.status_resyncs;
+      log::warning("a rejected pod was turned back from Failed; writing its rejection again",
+                   {{"pod", key}, {"phase", string_at_pointer(pods_.at(key), "/status/phase")}});
+      start_rejection_write(key);
+    }
+  }
+  status_sync_running_ = false;
+}
+
+asio::awaitable<void> MockDeviceAgent::write_rejection(std::string key) {
+  auto self = shared_from_this();
+  const std::string ns = rejections_.at(key).ns;
+  const std::string name = rejections_.at(key).name;
+  const std::string body = rejections_.at(key).body;
   std::chrono::milliseconds delay = retry_.first;
   std::chrono::milliseconds waited{0};
   bool written = false;
+  bool gone = false;
   for (;;) {
     auto r = co_await api_->patch_pod_status(ns, name, body);
-    if (r || r.error().is_not_found()) {
-      written = true;  // a pod already gone needs no status
+    if (r) {
+      written = true;
+      break;
+    }
+    if (r.error().is_not_found() || r.error().code == 422) {
+      written = true;  // a pod already gone needs no status; 422: metadata.uid differs, the name is another pod's
+      gone = true;
       break;
     }
     if (waited + delay > retry_.budget) {
@@ -566,6 +625,15 @@ asio::awaitable<void> MockDeviceAgent::write_rejection(std::string ns, std::stri
                {{"pod", key}, {"retriedForMs", std::to_string(waited.count())}});
   }
   --rejections_in_flight_;
+  auto it = rejections_.find(key);
+  if (it != rejections_.end()) {
+    it->second.writing = false;
+    const auto p = pods_.find(key);
+    if (gone || p == pods_.end() ||
+        (kube::uid_of(p->second).empty() ? key : kube::uid_of(p->second)) != it->second.uid) {
+      rejections_.erase(it);  // deleted or replaced while the write was out
+    }
+  }
 }
 
 asio::awaitable<void> MockDeviceAgent::finish_pod(const std::string& node, const json::object& pending,

@@ -102,6 +102,7 @@ struct MockAgentStats {
   uint64_t conflicts = 0;
   uint64_t status_retries = 0;    ///< pods/status writes of a rejection tried again after an error
   uint64_t status_abandoned = 0;  ///< rejections whose pods/status write never succeeded within the budget
+  uint64_t status_resyncs = 0;    ///< rejections written again because the pod had been turned back from Failed
   uint64_t plugin_requests = 0;   ///< API requests made as the device plugin (through the node's own limit)
   uint64_t plugin_throttled = 0;  ///< of those, requests that had to wait for the node's client-side limit
 };
@@ -124,10 +125,18 @@ struct MockAgentPluginRate {
 /// 5xx, or nothing at all) with a doubling delay from `first` capped at `cap`, and gives up once the delays add up
 /// to `budget`, so a pod deleted behind its back cannot keep a coroutine forever. The write runs beside the node's
 /// admission queue, as kubelet's status manager runs beside its admission: the next pod is not held behind it.
+///
+/// Once written, the rejection is kept as kubelet's status manager keeps a pod's status: every `status_sync`
+/// (kubelet: 10 s, syncBatch) each rejected pod the agent still sees is compared with what the API holds, and when
+/// another writer has turned it back from Failed (the lab's kwok applies a pod-ready stage it computed before the
+/// rejection landed), Failed is written again. Every write carries the pod's UID (kubelet's PatchPodStatus does the
+/// same: metadata.uid is immutable, so a pod recreated under the same name answers 422 and is never touched); a
+/// rejection is forgotten when its pod is deleted or replaced.
 struct MockAgentRetry {
   std::chrono::milliseconds first{500};
   std::chrono::milliseconds cap{5000};
   std::chrono::milliseconds budget{120000};
+  std::chrono::milliseconds status_sync{10000};
 };
 
 class MockDeviceAgent : public std::enable_shared_from_this<MockDeviceAgent> {
@@ -160,7 +169,10 @@ class MockDeviceAgent : public std::enable_shared_from_this<MockDeviceAgent> {
   /// Waits for a token of `node`'s plugin client (HAMi's per-node client-go limit) before one plugin request.
   boost::asio::awaitable<void> plugin_request_slot(const std::string& node);
   /// kubelet's rejection: phase Failed through pods/status, retried per `retry_`.
-  boost::asio::awaitable<void> write_rejection(std::string ns, std::string name, std::string body);
+  boost::asio::awaitable<void> write_rejection(std::string key);
+  /// kubelet's status sync: every retry_.status_sync, rejected pods turned back from Failed are written again.
+  boost::asio::awaitable<void> status_sync();
+  void start_rejection_write(const std::string& key);
 
   boost::asio::any_io_executor executor_;
   std::shared_ptr<LoopApi> api_;
@@ -169,6 +181,14 @@ class MockDeviceAgent : public std::enable_shared_from_this<MockDeviceAgent> {
   MockAgentPluginRate plugin_rate_;
   std::map<std::string, kube::TokenBucket, std::less<>> plugin_buckets_;  // by node
   std::size_t rejections_in_flight_ = 0;
+  struct Rejection {
+    std::string uid;
+    std::string ns, name;
+    std::string body;  // the pods/status merge patch, metadata.uid included
+    bool writing = false;
+  };
+  std::map<std::string, Rejection, std::less<>> rejections_;  // by ns/name, until the pod is deleted or replaced
+  bool status_sync_running_ = false;
   std::set<std::string, std::less<>> managed_;
   std::set<std::string, std::less<>> listing_;                    // node names of the node list being delivered (paged)
   std::map<std::string, boost::json::object, std::less<>> pods_;  // bound pods on managed nodes, by ns/name

@@ -757,8 +757,8 @@ void Server::State::admit(tcp::socket socket, bool tls_listener) {
   ConnectionTable& table = tls_listener ? tls_table : plain_table;
   auto admission = table.admit(peer.address());
   if (admission.victim) {
-    admission.victim->evict();
     m.closed.with({admission.reason}).inc();
+    admission.victim->evict();
   }
   if (!admission.admitted) {
     // Every connection of this listener is in the middle of a request: none is older than its deadlines.

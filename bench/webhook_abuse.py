@@ -280,7 +280,16 @@ class _Prefixed:
 
 def summarize(status, body):
     text = body.decode("utf-8", "replace").strip().replace("\n", " ")
-    return "%d %s" % (status, text[:110])
+    if text.startswith(str(status) + " "):
+        text = text[len(str(status)) + 1:]
+    if text.startswith("{"):
+        try:
+            r = json.loads(text)["response"]
+            text = "uid %s, allowed %s, %s" % (r.get("uid"), r.get("allowed"),
+                                                "patch" if "patch" in r else "no patch")
+        except (ValueError, KeyError):
+            pass
+    return "%d: %s" % (status, text[:110])
 
 
 def case_oversized_headers():
@@ -315,7 +324,7 @@ def case_malformed_http():
             out.append(summarize(r[0][0], r[0][2]))
         except Exception as e:  # noqa: BLE001
             out.append("closed: " + type(e).__name__)
-    return {"answer": " | ".join(out)}
+    return {"answer": " / ".join(out)}
 
 
 def case_plain_http():
@@ -343,8 +352,10 @@ def case_old_tls():
     for flag in ("-tls1", "-tls1_1"):
         out = s_client([flag, "-cipher", "DEFAULT@SECLEVEL=0"])
         alert = [line for line in out.splitlines() if "alert" in line]
-        res.append("%s: %s" % (flag, alert[0].split(":")[-2:] if alert else out.splitlines()[-1:]))
-    return {"answer": " | ".join(res)}
+        cipher = [line.strip() for line in out.splitlines() if "Cipher is" in line]
+        res.append("%s: %s, %s" % (flag, alert[0].split(":")[-1].strip() if alert else "no alert",
+                                   cipher[0] if cipher else "no cipher line"))
+    return {"answer": " / ".join(res)}
 
 
 def case_renegotiation():

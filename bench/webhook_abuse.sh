@@ -38,6 +38,6 @@ PORT=$(grep -o '"port":[0-9]*' "$W/serve.log" | head -1 | cut -d: -f2)
 HEALTH=$(grep -o '"healthPort":[0-9]*' "$W/serve.log" | head -1 | cut -d: -f2)
 echo "$(date -u +%FT%TZ) $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); gpuslice $(git rev-parse --short HEAD) pid $PID port $PORT health $HEALTH"
 python3 bench/webhook_abuse.py --port "$PORT" --health-port "$HEALTH" --ca "$W/pki/ca.crt" \
-  --body bench/data/gpu_pod_review_v1.json --pid "$PID" ${CASES:+--cases "$CASES"} ${JSON:+--json "$JSON"}
+  --body bench/data/gpu_pod_review_v1.json --pid "$PID" ${CASES:+--cases "$CASES"} ${IDLE:+--idle "$IDLE"} ${JSON:+--json "$JSON"}
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 kill -0 "$PID" && echo "server still running" || { echo "server DIED"; tail -20 "$W/serve.log"; exit 1; }

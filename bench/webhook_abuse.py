@@ -490,6 +490,17 @@ def main():
         print(json.dumps(results[-1]), flush=True)
     STOP.set()
     pool.shutdown(wait=True)
+    closes = {}
+    try:
+        with socket.create_connection(("127.0.0.1", ARGS.health_port), timeout=5) as s:
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            _, _, text, _ = read_response(s, time.monotonic() + 5)
+        for line in text.decode().splitlines():
+            if line.startswith("gpuslice_webhook_connections_closed_total{"):
+                closes[line.split('"')[1]] = float(line.split()[-1])
+    except Exception as e:  # noqa: BLE001
+        closes = {"scrape failed": type(e).__name__}
+    results.append({"case": "gpuslice_webhook_connections_closed_total", "by_reason": closes})
     if ARGS.json:
         with open(ARGS.json, "w") as f:
             json.dump(results, f, indent=1)
@@ -497,7 +508,7 @@ def main():
     print("| case | what the abuser got | reviews (failed/n, p50, p99 ms) | probes (failed/n, p50, p99 ms) | RSS MiB "
           "before -> peak -> after |")
     print("|---|---|---|---|---|")
-    for r in results:
+    for r in results[:-1]:
         rv, pb = r["real"]["review"], r["real"]["probe"]
         seen = "; ".join("%s=%s" % (k, v) for k, v in r["seen"].items())
         mib = " -> ".join("%.1f" % (k / 1024.0) for k in r["rss_kib"])
@@ -507,6 +518,10 @@ def main():
         for kind in ("review", "probe"):
             if r["real"][kind]["errors"]:
                 print("|  | %s errors: %s | | | |" % (kind, r["real"][kind]["errors"]))
+    print()
+    print("gpuslice_webhook_connections_closed_total at the end: %s" %
+          ", ".join("%s %s" % (k, int(v) if isinstance(v, float) else v)
+                    for k, v in sorted(results[-1]["by_reason"].items())))
 
 
 if __name__ == "__main__":

@@ -6,13 +6,14 @@
 #   bench/webhook_abuse.sh [build-dir]          (default build/bench; configured and built here when missing)
 #   CASES=idle10k_many_sources,pipelined bench/webhook_abuse.sh    some cases only (webhook_abuse.py --cases)
 #   CONFIG=extra.yaml ...                       webhook keys merged into the server's configuration
+#   NOBUILD=1 ...                               run the binary in build-dir as it is (e.g. one built from older code)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build/bench}
 if [ ! -f "$B/build.ninja" ]; then
   cmake --preset release -B "$B" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
 fi
-nice -n 10 cmake --build "$B" -j2 --target gpuslice >/dev/null
+[ -n "${NOBUILD:-}" ] || nice -n 10 cmake --build "$B" -j2 --target gpuslice >/dev/null
 W=$(mktemp -d)
 PID=
 trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$W"' EXIT

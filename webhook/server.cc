@@ -468,8 +468,9 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     }
     hello_timer_.cancel();
     if ((first >= 'A' && first <= 'Z') || (first >= 'a' && first <= 'z')) {
-      // A TLS record starts with its content type (22, handshake); "GET", "POST", ...: someone speaks plain
-      // HTTP to the TLS port. Say so in plain HTTP instead of a handshake failure the client cannot read.
+      // A TLS record starts with its content type (22, handshake; Beast's detect_ssl, boost/beast/core/detect_ssl.hpp,
+      // reads the same byte into a buffer, here it is only peeked); "GET", "POST", ...: someone speaks plain HTTP
+      // to the TLS port. Say so in plain HTTP instead of a handshake failure the client cannot read.
       return refuse_plain_http();
     }
     tls_ = state_->current_tls();

@@ -15,11 +15,12 @@
 # Binding is observed from a watch on the API server (bench/apiserver_watch.py), never from scheduler logs.
 #
 #   bench/apiserver_bench.sh [--pods 2000] [--nodes 200] [--samples 7] [--runs 1] [--node-lock hami|off] [--qps N]
-#                            [--reuse | --fresh] [--keep]
+#                            [--lock-lookahead N] [--reuse | --fresh] [--keep]
 #     --runs N  repeat steps 1 and 2 N times, interleaved (gpuslice, kube-scheduler, gpuslice, ...), each on fresh
 #              pods (the previous run's deleted first); the report gives every run, the medians and the spread
 #     --node-lock  gpuslice's scheduler.nodeLock for this run (default: the lab's configuration, hami): written into
 #              the lab's generated $STATE/tenant-a/gpuslice-config.yaml, restored at the end
+#     --lock-lookahead N  gpuslice's scheduler.nodeLockLookahead for this run (default: the lab's configuration)
 #     --qps N  client QPS (burst 2N) for BOTH schedulers (default: their defaults, 50 / burst 100 for both)
 #     --reuse  use the lab already running (it must have tenant a with gpuslice and >= --nodes extra nodes)
 #     --fresh  (re)start the lab: lab/lab.sh up --tenants a --extra-nodes NODES (stops a running lab!)
@@ -46,7 +47,7 @@ if [[ -z ${GPUSLICE_BIN:-} && -x $REPO/build/bench/cmd/gpuslice ]]; then export 
 STATE=$GPUSLICE_LAB_STATE
 BIN=$("$REPO/lab/build-tools.sh" --print-bin)
 WATCH=$BENCH_DIR/apiserver_watch.py
-PODS=2000 NODES=200 SAMPLES=7 RUNS=1 MODE=ask KEEP=false NODE_LOCK="" QPS=""
+PODS=2000 NODES=200 SAMPLES=7 RUNS=1 MODE=ask KEEP=false NODE_LOCK="" QPS="" LOOKAHEAD=""
 NS=gpuslice-bench
 KS_NAME=bench-kube-scheduler
 GS_NAME=gpuslice-scheduler
@@ -63,13 +64,15 @@ while (($#)); do
     --fresh) MODE=fresh; shift ;;
     --keep) KEEP=true; shift ;;
     --node-lock) NODE_LOCK=$2; shift 2 ;;
+    --lock-lookahead) LOOKAHEAD=$2; shift 2 ;;
     --qps) QPS=$2; shift 2 ;;
-    *) echo "usage: $0 [--pods N] [--nodes N] [--samples N] [--runs N] [--node-lock hami|off] [--qps N] [--reuse|--fresh] [--keep]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--pods N] [--nodes N] [--samples N] [--runs N] [--node-lock hami|off] [--qps N] [--lock-lookahead N] [--reuse|--fresh] [--keep]" >&2; exit 2 ;;
   esac
 done
 [[ $PODS =~ ^[0-9]+$ && $NODES =~ ^[0-9]+$ && $SAMPLES =~ ^[0-9]+$ && $RUNS =~ ^[1-9][0-9]*$ ]] ||
   { echo "--pods/--nodes/--samples: numbers; --runs: a number >= 1" >&2; exit 2; }
 [[ -z $NODE_LOCK || $NODE_LOCK == hami || $NODE_LOCK == off ]] || { echo "--node-lock: hami or off" >&2; exit 2; }
+[[ -z $LOOKAHEAD || $LOOKAHEAD =~ ^[1-9][0-9]*$ ]] || { echo "--lock-lookahead: a positive integer, got \"$LOOKAHEAD\"" >&2; exit 2; }
 [[ -z $QPS || $QPS =~ ^[0-9]+$ ]] || { echo "--qps: a number" >&2; exit 2; }
 
 log() { printf '[bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
@@ -115,9 +118,9 @@ fi
 have_nodes=$(kc get nodes -l gpuslice.io/lab=extra --no-headers 2>/dev/null | wc -l)
 ((have_nodes >= NODES)) || die "tenant a has $have_nodes extra nodes, want $NODES (lab/lab.sh up --extra-nodes $NODES)"
 all_nodes=$(kc get nodes --no-headers | wc -l)
-if [[ -n $NODE_LOCK || -n $QPS ]]; then
+if [[ -n $NODE_LOCK || -n $QPS || -n $LOOKAHEAD ]]; then
   cp "$GS_CONFIG" "$GS_CONFIG.bench-orig"
-  python3 - "$GS_CONFIG" "$NODE_LOCK" "$QPS" <<'PY'
+  python3 - "$GS_CONFIG" "$NODE_LOCK" "$QPS" "$LOOKAHEAD" <<'PY'
 import sys, yaml
 c = yaml.safe_load(open(sys.argv[1]))
 s = c.setdefault("scheduler", {})
@@ -126,12 +129,14 @@ if sys.argv[2]:
 if sys.argv[3]:
     s["kubeQPS"] = int(sys.argv[3])
     s["kubeBurst"] = 2 * int(sys.argv[3])
+if sys.argv[4]:
+    s["nodeLockLookahead"] = int(sys.argv[4])
 open(sys.argv[1], "w").write(yaml.safe_dump(c, sort_keys=False))
 PY
 fi
 LOCK_MODE=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1])).get("scheduler", {}).get("nodeLock", "hami"))' "$GS_CONFIG")
-GS_QPS=$(python3 -c 'import sys, yaml; s = yaml.safe_load(open(sys.argv[1])).get("scheduler", {}); print(s.get("kubeQPS", 50), s.get("kubeBurst", 100))' "$GS_CONFIG")
-log "gpuslice scheduler.nodeLock: $LOCK_MODE, kubeQPS/kubeBurst: $GS_QPS"
+GS_QPS=$(python3 -c 'import sys, yaml; s = yaml.safe_load(open(sys.argv[1])).get("scheduler", {}); print(s.get("kubeQPS", 50), s.get("kubeBurst", 100), s.get("nodeLockLookahead", "default"))' "$GS_CONFIG")
+log "gpuslice scheduler.nodeLock: $LOCK_MODE, kubeQPS/kubeBurst/nodeLockLookahead: $GS_QPS"
 if kc get namespace "$NS" >/dev/null 2>&1; then   # left by an interrupted run: let it finish terminating
   log "waiting for namespace $NS of an earlier run to go"
   kc delete namespace "$NS" --wait=true --timeout=300s >/dev/null 2>&1 || die "namespace $NS is stuck"

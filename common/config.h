@@ -94,6 +94,9 @@ struct SchedulerConfig {
   std::string gpu_scheduler_policy = "spread";    ///< spread | binpack
   std::string node_lock = "hami";                 ///< hami | off
   std::chrono::milliseconds node_lock_timeout{300000};
+  /// With nodeLock hami: how many feasible nodes, in the policy's order, a GPU pod may look past a busy first choice
+  /// (a node whose lock a bind of ours holds or waits for). docs/scheduling.md, "Lock-aware choice".
+  int node_lock_lookahead = 64;
   std::string node_label_selector;
   double kube_qps = 50;
   int kube_burst = 100;

@@ -143,6 +143,7 @@ SchedulingLoop::SchedulingLoop(asio::any_io_executor executor, LoopOptions optio
     // prefer another node the policy finds as good (ScheduleOptions::busy), so a burst spreads over locks.
     busy_node_ = [this](std::string_view node) { return lock_binds_.count(node) != 0 || locker_.busy(node); };
     schedule_options_.busy = &busy_node_;
+    schedule_options_.busy_lookahead = static_cast<size_t>(std::max(1, options_.scheduler.node_lock_lookahead));
   }
 }
 

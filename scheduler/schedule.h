@@ -90,7 +90,7 @@ struct ScheduleOptions {
   /// or among the nodes whose total score equals the best (with scoring). When all of those are busy the
   /// policy's first choice stands and the pod queues on its lock. Null: plain policy order.
   const std::function<bool(std::string_view node)>* busy = nullptr;
-  size_t busy_lookahead = 8;
+  size_t busy_lookahead = 64;  ///< scheduler.nodeLockLookahead
 
   static ScheduleOptions from(const SchedulerConfig& config);
 };

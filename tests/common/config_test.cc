@@ -14,6 +14,7 @@ TEST_CASE("defaults follow HAMi") {
   CHECK(r->scheduler.gpu_scheduler_policy == "spread");
   CHECK(r->scheduler.node_scheduler_policy == "binpack");
   CHECK(r->scheduler.node_lock_timeout == 5min);
+  CHECK(r->scheduler.node_lock_lookahead == 64);
   CHECK(r->webhook.max_body_bytes == 4u * 1024 * 1024);
   CHECK(r->scheduler.preemption.enabled);  // kube-scheduler's DefaultPreemption is on by default
   CHECK(r->scheduler.preemption.max_in_flight == 16);
@@ -143,6 +144,12 @@ TEST_CASE("bad configuration names the field and the value") {
   auto r2 = parse_configuration(head + "scheduler: {nodeLockTimeout: 5x}\n");
   REQUIRE_FALSE(r2.ok());
   CHECK(r2.message().find("scheduler.nodeLockTimeout: \"5x\"") == 0);
+  auto r2b = parse_configuration(head + "scheduler: {nodeLockLookahead: 0}\n");
+  REQUIRE_FALSE(r2b.ok());
+  CHECK(r2b.message() == "scheduler.nodeLockLookahead: \"0\" is out of range [1, 100000]");
+  auto r2c = parse_configuration(head + "scheduler: {nodeLockLookahead: 8}\n");
+  REQUIRE(r2c.ok());
+  CHECK(r2c->scheduler.node_lock_lookahead == 8);
   auto r3 = parse_configuration(head + "resources: {memoryFactor: zero}\n");
   REQUIRE_FALSE(r3.ok());
   CHECK(r3.message() == "resources.memoryFactor: \"zero\" is not an integer");

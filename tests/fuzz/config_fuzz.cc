@@ -99,6 +99,7 @@ std::string write_config(const Configuration& c) {
            {"gpuSchedulerPolicy", str(s.gpu_scheduler_policy)},
            {"nodeLock", str(s.node_lock)},
            {"nodeLockTimeout", dur(s.node_lock_timeout)},
+           {"nodeLockLookahead", s.node_lock_lookahead},
            {"nodeLabelSelector", str(s.node_label_selector)},
            {"kubeQPS", s.kube_qps},
            {"kubeBurst", s.kube_burst},

@@ -23,8 +23,17 @@ std::function<int()> setup(CLI::App& app) {
                   "kubeconfig file (default: $KUBECONFIG, in-cluster, then ~/.kube/config)");
   sub->add_option("--node-selector", o->agent.node_selector,
                   "label selector of the nodes this agent manages (default: every node)");
-  sub->add_option("--kube-qps", o->agent.qps, "client-side requests per second")->capture_default_str();
+  sub->add_option(
+         "--kube-qps", o->agent.qps,
+         "the agent's shared client (watches; kubelet's and the lab's writes for all nodes): requests per second")
+      ->capture_default_str();
   sub->add_option("--kube-burst", o->agent.burst, "client-side burst")->capture_default_str();
+  sub->add_option("--plugin-kube-qps", o->agent.plugin_qps,
+                  "each node's device plugin client: requests per second (HAMi: client-go's default 5; 0: unlimited)")
+      ->capture_default_str();
+  sub->add_option("--plugin-kube-burst", o->agent.plugin_burst,
+                  "each node's device plugin client: burst (HAMi: client-go's default 10)")
+      ->capture_default_str();
   sub->add_option("--logging-format", o->logging_format, "text or json")->capture_default_str();
   sub->add_option("-v,--v", o->verbosity, "log verbosity")->capture_default_str();
   return [o] {

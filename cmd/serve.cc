@@ -80,6 +80,7 @@ Status apply_flags(const Flags& f, Configuration& c) {
   if (f.given("--webhook-threads")) w.threads = f.threads;
   if (f.given("--webhook-max-body-bytes")) w.max_body_bytes = f.max_body_bytes;
   if (f.given("--webhook-max-header-bytes")) w.max_header_bytes = f.max_header_bytes;
+  if (f.given("--webhook-max-connections")) w.max_connections = static_cast<uint32_t>(f.max_connections);
   if (f.given("--takeover-scheduler-names")) w.takeover_scheduler_names = f.takeover;
   if (f.given("--ignored-namespaces")) w.ignored_namespaces = f.ignored_namespaces;
   if (f.given("--runtime-class-name")) w.runtime_class_name = f.runtime_class_name;
@@ -131,7 +132,8 @@ std::function<int()> setup(CLI::App& app) {
   o["--webhook-write-timeout"] = sub->add_option("--webhook-write-timeout", f->write_timeout,
                                                  "Deadline for writing one response (default: the read timeout)");
   o["--webhook-max-connections"] =
-      sub->add_option("--webhook-max-connections", f->max_connections, "Open connection cap (default 4096)");
+      sub->add_option("--webhook-max-connections", f->max_connections,
+                      "Connection cap per listener (webhook.maxConnections, default 4096)");
   o["--cert-poll-interval"] = sub->add_option("--cert-poll-interval", f->cert_poll_interval,
                                               "How often the cert/key files are checked for rotation (0 disables)");
   o["--shutdown-grace"] = sub->add_option("--shutdown-grace", f->shutdown_grace,
@@ -198,7 +200,6 @@ std::function<int()> setup(CLI::App& app) {
     auto shared_config = std::make_shared<const Configuration>(config);
     std::unique_ptr<webhook::Server> server;
     webhook::ServerOptions options = webhook::ServerOptions::from(config);
-    options.max_connections = f->max_connections;
     options.cert_poll_interval = poll;
     options.shutdown_grace = grace;
     options.version = GPUSLICE_VERSION;

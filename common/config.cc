@@ -283,6 +283,11 @@ Result<Configuration> parse_configuration(std::string_view yaml_text) {
                      {"idleTimeout", [&](N m, P q) { return w.duration(m, q, wh.idle_timeout); }},
                      {"handshakeTimeout", [&](N m, P q) { return w.duration(m, q, wh.handshake_timeout.emplace()); }},
                      {"writeTimeout", [&](N m, P q) { return w.duration(m, q, wh.write_timeout.emplace()); }},
+                     {"clientHelloTimeout", [&](N m, P q) { return w.duration(m, q, wh.client_hello_timeout); }},
+                     {"maxConnections",
+                      [&](N m, P q) { return w.integer<uint32_t>(m, q, wh.max_connections, 1, 1000000); }},
+                     {"maxPendingPerSource",
+                      [&](N m, P q) { return w.integer<uint32_t>(m, q, wh.max_pending_per_source, 1, 1000000); }},
                      {"threads", [&](N m, P q) { return w.integer(m, q, wh.threads, 1, 256); }},
                      {"takeoverSchedulerNames", [&](N m, P q) { return w.strings(m, q, wh.takeover_scheduler_names); }},
                      {"ignoredNamespaces", [&](N m, P q) { return w.strings(m, q, wh.ignored_namespaces); }},
@@ -378,6 +383,10 @@ Status validate_configuration(const Configuration& c) {
     if (timeout && timeout->count() <= 0) {
       return make_error(std::string(field) + ": \"" + format_duration(*timeout) + "\" must be greater than 0");
     }
+  }
+  if (c.webhook.client_hello_timeout.count() <= 0) {
+    return make_error("webhook.clientHelloTimeout: \"" + format_duration(c.webhook.client_hello_timeout) +
+                      "\" must be greater than 0");
   }
   for (const auto* name : {&c.devices.gpu_resource, &c.devices.memory_resource, &c.devices.memory_percentage_resource,
                            &c.devices.cores_resource}) {

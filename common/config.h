@@ -43,6 +43,12 @@ struct WebhookConfig {
   std::optional<std::chrono::milliseconds> handshake_timeout;
   /// One whole response must be written within this; unset: read_timeout.
   std::optional<std::chrono::milliseconds> write_timeout;
+  /// Accept to the first byte of the TLS ClientHello (bounded by the handshake deadline too).
+  std::chrono::milliseconds client_hello_timeout{3000};
+  /// Connections per listener (the TLS one, the health one); at the cap an older connection makes room.
+  uint32_t max_connections = 4096;
+  /// Connections from one address that have not finished their TLS handshake, per listener.
+  uint32_t max_pending_per_source = 1024;
   int threads = 2;
   /// Pods with these schedulerNames (or none) are taken over (HAMi's force-overwrite-default-scheduler).
   std::vector<std::string> takeover_scheduler_names = {"default-scheduler"};

@@ -18,7 +18,12 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <array>
+#include <cerrno>
 #include <deque>
 
 namespace gpuslice::kube {
@@ -130,6 +135,8 @@ const char* watch_end_name(WatchEnd e) {
   switch (e) {
     case WatchEnd::closed:
       return "closed";
+    case WatchEnd::idle:
+      return "idle";
     case WatchEnd::gone:
       return "gone";
     case WatchEnd::stopped:
@@ -280,10 +287,38 @@ awaitable<boost::system::error_code> write_read(Stream& stream, Connection& conn
 
 bool is_stale_connection_error(const boost::system::error_code& ec) {
   // ECONNABORTED and ENETRESET are what Linux reports for an idle pooled connection the kernel tore down under
-  // us (the API server killed or restarted, the path cut): as stale as a reset or EOF.
+  // us (the API server killed or restarted, the path cut): as stale as a reset or EOF. ETIMEDOUT (asio's
+  // timed_out, never the request's own deadline, which is beast::error::timeout) is the kernel giving up on a
+  // silent peer: keepalive probes unanswered, or TCP_USER_TIMEOUT on unacknowledged data (tcp(7)); the error is
+  // the same for both. As for a reset, the request is retried only when no response byte had arrived.
   return ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
          ec == asio::error::connection_aborted || ec == asio::error::network_reset || ec == asio::error::broken_pipe ||
-         ec == ssl::error::stream_truncated;
+         ec == asio::error::timed_out || ec == ssl::error::stream_truncated;
+}
+
+boost::system::error_code set_tcp_keepalive(int fd, const TcpKeepalive& k) {
+  auto set = [fd](int level, int name, int value) -> boost::system::error_code {
+    if (::setsockopt(fd, level, name, &value, sizeof value) != 0) {
+      return {errno, boost::system::system_category()};
+    }
+    return {};
+  };
+  auto seconds = [](std::chrono::seconds s) { return static_cast<int>(std::max<std::int64_t>(s.count(), 1)); };
+  boost::system::error_code ec = set(SOL_SOCKET, SO_KEEPALIVE, k.enabled ? 1 : 0);
+  if (ec || !k.enabled) {
+    return ec;
+  }
+  if ((ec = set(IPPROTO_TCP, TCP_KEEPIDLE, seconds(k.idle))) ||
+      (ec = set(IPPROTO_TCP, TCP_KEEPINTVL, seconds(k.interval))) ||
+      (ec = set(IPPROTO_TCP, TCP_KEEPCNT, std::max(k.count, 1)))) {
+    return ec;
+  }
+#if defined(TCP_USER_TIMEOUT)
+  if (k.user_timeout.count() > 0) {
+    ec = set(IPPROTO_TCP, TCP_USER_TIMEOUT, static_cast<int>(k.user_timeout.count()));
+  }
+#endif
+  return ec;
 }
 
 // ---- Client -------------------------------------------------------------------------------------------------
@@ -345,7 +380,8 @@ std::size_t Client::connections_opened() const {
 namespace {
 // Connects a fresh connection (TCP + TLS handshake with SNI and name verification) before the deadline.
 awaitable<ApiResult<std::unique_ptr<Connection>>> connect(Client::Impl& impl, const RestConfig& config,
-                                                          const Request& req, steady::time_point deadline) {
+                                                          const TcpKeepalive& keepalive, const Request& req,
+                                                          steady::time_point deadline) {
   auto ex = co_await asio::this_coro::executor;
   auto [rec, results] = co_await resolve(impl.url, deadline);
   if (rec) {
@@ -365,6 +401,10 @@ awaitable<ApiResult<std::unique_ptr<Connection>>> connect(Client::Impl& impl, co
     co_return transport_error(req, "connect", cec);
   }
   ++impl.opened;
+  if (auto kec = set_tcp_keepalive(conn->lowest().socket().native_handle(), keepalive)) {
+    // The connection works without it; a dead peer is then found by the request deadlines alone.
+    log::warning("kube: TCP keepalive not set", {{"server", impl.url.host}, {"error", kec.message()}});
+  }
   if (conn->tls) {
     const std::string& name = config.tls_server_name.empty() ? impl.url.host : config.tls_server_name;
     // SNI only for names: RFC 6066 forbids IP literals in server_name.
@@ -469,7 +509,7 @@ awaitable<ApiResult<Response>> Client::send(Request request) {
       }
       reused = conn != nullptr;
       if (!conn) {
-        auto c = co_await connect(impl, config_, request, deadline);
+        auto c = co_await connect(impl, config_, options_.keepalive, request, deadline);
         if (!c) {
           result = c.error();
           break;
@@ -489,6 +529,8 @@ awaitable<ApiResult<Response>> Client::send(Request request) {
       if (ec) {
         conn->close();
         if (reused && !read_any && is_stale_connection_error(ec) && steady::now() < deadline) {
+          // The peer went away: the other pooled connections went to it too. The retry connects afresh.
+          close_idle();
           continue;
         }
         result = transport_error(request, "exchange", ec);
@@ -656,13 +698,27 @@ namespace {
 
 template <class Stream>
 awaitable<ApiResult<WatchResult>> run_watch(Stream& stream, Connection& conn, const Request& request,
-                                            steady::time_point deadline, std::size_t max_line,
-                                            http::request<http::string_body>& req, const WatchHandler& handler,
+                                            steady::time_point deadline, std::chrono::milliseconds idle_timeout,
+                                            std::size_t max_line, http::request<http::string_body>& req,
+                                            const WatchHandler& handler,
                                             const std::shared_ptr<Cancellation>& cancellation) {
   auto& m = KubeMetrics::get();
   WatchResult out;
   auto cancelled = [&] { return cancellation && cancellation->cancelled(); };
-  conn.lowest().expires_at(deadline);
+  // Each read (and the write) may take until the watch's deadline, or until the idle deadline when that comes
+  // first: the stream's timer closes the connection then, and a timeout that was the idle one ends the watch
+  // with WatchEnd::idle instead of an error.
+  bool idle_bound = false;
+  auto arm = [&] {
+    auto expiry = deadline;
+    if (idle_timeout.count() > 0) {
+      expiry = std::min(deadline, steady::now() + idle_timeout);
+    }
+    idle_bound = expiry < deadline;
+    conn.lowest().expires_at(expiry);
+  };
+  auto idled = [&](const boost::system::error_code& ec) { return ec == beast::error::timeout && idle_bound; };
+  arm();
   auto [wec, wn] = co_await http::async_write(stream, req, kTuple);
   (void)wn;
   if (wec) {
@@ -670,17 +726,25 @@ awaitable<ApiResult<WatchResult>> run_watch(Stream& stream, Connection& conn, co
       out.end = WatchEnd::cancelled;
       co_return out;
     }
+    if (idled(wec)) {
+      out.end = WatchEnd::idle;
+      co_return out;
+    }
     co_return transport_error(request, "write", wec);
   }
   http::response_parser<http::buffer_body> parser;
   parser.body_limit(boost::none);  // a watch is one endless body; each line is capped by the framer instead
   parser.header_limit(64 * 1024);
-  conn.lowest().expires_at(deadline);
+  arm();
   auto [hec, hn] = co_await http::async_read_header(stream, conn.buffer, parser, kTuple);
   (void)hn;
   if (hec) {
     if (cancelled()) {
       out.end = WatchEnd::cancelled;
+      co_return out;
+    }
+    if (idled(hec)) {
+      out.end = WatchEnd::idle;
       co_return out;
     }
     co_return transport_error(request, "read header", hec);
@@ -722,7 +786,7 @@ awaitable<ApiResult<WatchResult>> run_watch(Stream& stream, Connection& conn, co
   while (!parser.is_done()) {
     parser.get().body().data = buf.data();
     parser.get().body().size = buf.size();
-    conn.lowest().expires_at(deadline);
+    arm();
     // read_some, not read: read() returns only when the 64 KiB body buffer is full, holding events back.
     auto [rec, rn] = co_await http::async_read_some(stream, conn.buffer, parser, kTuple);
     (void)rn;
@@ -746,6 +810,10 @@ awaitable<ApiResult<WatchResult>> run_watch(Stream& stream, Connection& conn, co
     if (rec) {
       if (cancelled()) {
         out.end = WatchEnd::cancelled;
+        co_return out;
+      }
+      if (idled(rec) && status == 200) {
+        out.end = WatchEnd::idle;
         co_return out;
       }
       // A server that drops the connection mid-stream: the caller resumes from the last RV.
@@ -819,7 +887,7 @@ awaitable<ApiResult<WatchResult>> Client::watch(std::string path, WatchOptions o
       close_idle();
     }
     // A watch holds its connection for minutes: always a fresh one, never returned to the pool.
-    auto c = co_await connect(impl, config_, request, std::min(connect_deadline, deadline));
+    auto c = co_await connect(impl, config_, options_.keepalive, request, std::min(connect_deadline, deadline));
     if (!c) {
       result = c.error();
       break;
@@ -838,11 +906,11 @@ awaitable<ApiResult<WatchResult>> Client::watch(std::string path, WatchOptions o
     }
     req.prepare_payload();
     if (conn->tls) {
-      result = co_await run_watch(*conn->tls, *conn, request, deadline, options_.max_watch_line_bytes, req, handler,
-                                  cancellation);
+      result = co_await run_watch(*conn->tls, *conn, request, deadline, options_.watch_read_idle_timeout,
+                                  options_.max_watch_line_bytes, req, handler, cancellation);
     } else {
-      result = co_await run_watch(*conn->plain, *conn, request, deadline, options_.max_watch_line_bytes, req, handler,
-                                  cancellation);
+      result = co_await run_watch(*conn->plain, *conn, request, deadline, options_.watch_read_idle_timeout,
+                                  options_.max_watch_line_bytes, req, handler, cancellation);
     }
     if (cancellation) {
       cancellation->set_hook(nullptr);

@@ -52,6 +52,23 @@
 
 namespace gpuslice::kube {
 
+/// TCP keepalive on every API-server connection, set right after connect, so a silently dead peer (a cut
+/// network, a killed VM: nothing answers, nothing is refused) is found in about `user_timeout` instead of the
+/// kernel's defaults (keepalive after 2 h; unacknowledged data retransmitted for about 15 min). client-go's dialer
+/// sets SO_KEEPALIVE 30 s (k8s.io/client-go v0.36.3 transport/cache.go) and, over HTTP/2, pings a connection idle
+/// for 30 s (apimachinery pkg/util/net/http.go, ReadIdleTimeout); this client speaks HTTP/1.1, so the kernel does it.
+struct TcpKeepalive {
+  bool enabled = true;
+  std::chrono::seconds idle{15};                  ///< TCP_KEEPIDLE: idle time before the first probe
+  std::chrono::seconds interval{5};               ///< TCP_KEEPINTVL: between probes
+  int count = 3;                                  ///< TCP_KEEPCNT: unanswered probes before the connection is dropped
+  std::chrono::milliseconds user_timeout{30000};  ///< TCP_USER_TIMEOUT (Linux): unacknowledged data, probes; 0: off
+};
+
+/// Applies `keepalive` to a connected TCP socket (its native handle). The first setsockopt that fails is returned
+/// (the connection stays usable: callers log it, never fail the request for it).
+boost::system::error_code set_tcp_keepalive(int native_socket, const TcpKeepalive& keepalive);
+
 struct ClientOptions {
   double qps = 50;  ///< client-side rate limit (<= 0: unlimited); watches take a token per (re)connect
   int burst = 100;
@@ -61,6 +78,12 @@ struct ClientOptions {
   std::size_t max_idle_connections = 4;          ///< keep-alive pool size (watches use their own connection)
   /// Slack added to a watch's timeoutSeconds for its deadline (the server closes first normally).
   std::chrono::milliseconds watch_deadline_slack{30000};
+  /// A watch stream that delivers no byte (no event, no BOOKMARK) for this long is taken for dead and ends with
+  /// WatchEnd::idle. kube-apiserver's watch cache sends a BOOKMARK about every minute to a watch that asked for
+  /// them (k8s.io/apiserver v0.36.3 pkg/storage/cacher/cache_watcher.go nextBookmarkTime, cacher.go
+  /// defaultBookmarkFrequency), so 90 s of silence is a dead connection, not a quiet cluster. 0: no idle deadline.
+  std::chrono::milliseconds watch_read_idle_timeout{90000};
+  TcpKeepalive keepalive;  ///< on every connection (requests and watches)
   std::string user_agent = "gpuslice";
   bool allow_http = false;  ///< accept http:// servers (tests only)
   AuthOptions auth;         ///< token file period, exec runner, injected clocks
@@ -69,8 +92,9 @@ struct ClientOptions {
 };
 
 /// True for the errors a pooled keep-alive connection shows when its peer went away while it sat idle (EOF,
-/// ECONNRESET, ECONNABORTED, ENETRESET, EPIPE, a truncated TLS stream): such a request is retried once on a
-/// fresh connection when no response byte had arrived.
+/// ECONNRESET, ECONNABORTED, ENETRESET, EPIPE, a truncated TLS stream, and ETIMEDOUT: the kernel gave up on a
+/// silent peer after TCP keepalive or TCP_USER_TIMEOUT): such a request is retried once on a fresh connection
+/// when no response byte had arrived, and the other pooled connections, which went to the same peer, are dropped.
 bool is_stale_connection_error(const boost::system::error_code& ec);
 
 enum class HttpMethod { get, post, put, patch, del };
@@ -112,6 +136,8 @@ class Cancellation {
 /// How a watch ended without an error.
 enum class WatchEnd {
   closed,     ///< the server ended the stream (timeoutSeconds elapsed): reconnect from last_resource_version
+  idle,       ///< no byte for ClientOptions::watch_read_idle_timeout: a dead connection; reconnect from
+              ///< last_resource_version (no relist)
   gone,       ///< 410 Gone, as the HTTP status or as an in-stream ERROR event: relist, then watch again
   stopped,    ///< the handler returned false
   cancelled,  ///< Cancellation::cancel()
@@ -181,9 +207,10 @@ class Client : public std::enable_shared_from_this<Client> {
   boost::asio::awaitable<ApiResult<std::string>> list_pages(std::string collection_path, ListOptions options,
                                                             ListPageHandler on_page);
 
-  /// Watches until the server closes, 410, the handler stops, cancellation, or an error (transport,
-  /// timeout, 4xx/5xx other than 410, an over-long line, a non-410 ERROR event). Deadline: timeout_seconds +
-  /// watch_deadline_slack. The stream is framed on '\n' across chunk boundaries.
+  /// Watches until the server closes, 410, the handler stops, cancellation, no byte for
+  /// watch_read_idle_timeout (WatchEnd::idle), or an error (transport, timeout, 4xx/5xx other than 410, an
+  /// over-long line, a non-410 ERROR event). Deadline: timeout_seconds + watch_deadline_slack. The stream is
+  /// framed on '\n' across chunk boundaries.
   boost::asio::awaitable<ApiResult<WatchResult>> watch(std::string collection_path, WatchOptions options,
                                                        WatchHandler handler,
                                                        std::shared_ptr<Cancellation> cancellation = nullptr);

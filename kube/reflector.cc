@@ -197,6 +197,17 @@ asio::awaitable<void> Reflector::run() {
               relist = true;
             }
             break;
+          case WatchEnd::idle:
+            // A dead connection (no byte, not even a BOOKMARK, for the idle deadline): the RV seen so far is
+            // still good, so resume from it at once on a fresh connection. No relist, no backoff: a path that is
+            // still down fails the connect, and that error backs off.
+            log::warning("reflector watch idle: no event or bookmark within the deadline; resuming",
+                         {{"reflector", options_.name},
+                          {"resourceVersion", last_rv_},
+                          {"idleMs", static_cast<int64_t>(client_->options().watch_read_idle_timeout.count())}});
+            backoff.reset();
+            ++idle_resumes_;
+            break;
           case WatchEnd::stopped:
           case WatchEnd::cancelled:
             relist = true;

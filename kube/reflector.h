@@ -1,6 +1,7 @@
 #pragma once
 // Reflector (informer core): list, then watch from the list's resourceVersion, resuming each watch from the
-// last resourceVersion seen (bookmarks included) after jittered backoff; relists on 410 Gone (HTTP or
+// last resourceVersion seen (bookmarks included) after jittered backoff; a watch silent for the client's
+// watch_read_idle_timeout (a dead connection) is resumed from that RV at once; relists on 410 Gone (HTTP or
 // in-stream) and on watch errors that a resume cannot fix. Delivers events to one handler on the client's
 // executor, in order.
 //
@@ -126,8 +127,9 @@ class Reflector {
 
   bool has_synced() const { return synced_; }  ///< true after the first successful list was delivered
   const std::string& last_resource_version() const { return last_rv_; }
-  int relists() const { return relists_; }  ///< lists done (the first included)
-  int watches() const { return watches_; }  ///< watch requests started
+  int relists() const { return relists_; }            ///< lists done (the first included)
+  int watches() const { return watches_; }            ///< watch requests started
+  int idle_resumes() const { return idle_resumes_; }  ///< watches that ended WatchEnd::idle and were resumed
 
  private:
   boost::asio::awaitable<bool> sleep(std::chrono::milliseconds d);
@@ -142,6 +144,7 @@ class Reflector {
   std::string last_rv_;
   int relists_ = 0;
   int watches_ = 0;
+  int idle_resumes_ = 0;
 };
 
 }  // namespace gpuslice::kube

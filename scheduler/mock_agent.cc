@@ -242,6 +242,28 @@ MockDeviceAgent::MockDeviceAgent(asio::any_io_executor executor, std::shared_ptr
                                  MockAgentRetry retry)
     : executor_(std::move(executor)), api_(std::move(api)), gpu_resource_(std::move(gpu_resource)), retry_(retry) {}
 
+void MockDeviceAgent::set_plugin_rate(MockAgentPluginRate rate) {
+  plugin_rate_ = std::move(rate);
+  plugin_buckets_.clear();
+}
+
+asio::awaitable<void> MockDeviceAgent::plugin_request_slot(const std::string& node) {
+  ++stats_.plugin_requests;
+  const auto now = plugin_rate_.now();
+  auto it = plugin_buckets_.find(node);
+  if (it == plugin_buckets_.end()) {
+    it = plugin_buckets_.emplace(node, kube::TokenBucket(plugin_rate_.qps, plugin_rate_.burst, now)).first;
+  }
+  const auto wait = it->second.reserve(now);
+  if (wait <= std::chrono::steady_clock::duration::zero()) {
+    co_return;
+  }
+  ++stats_.plugin_throttled;
+  asio::steady_timer t(executor_);
+  t.expires_after(wait);
+  co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+
 std::size_t MockDeviceAgent::in_flight() const {
   std::size_t n = rejections_in_flight_;
   for (const auto& [node, q] : queues_) {
@@ -295,9 +317,14 @@ void MockDeviceAgent::on_pod_event(const kube::ReflectorEvent& e) {
     case T::modified:
       consider_pod(*e.object);
       break;
-    case T::deleted:
-      pods_.erase(kube::namespace_of(*e.object) + "/" + kube::name_of(*e.object));
+    case T::deleted: {
+      const std::string key = kube::namespace_of(*e.object) + "/" + kube::name_of(*e.object);
+      pods_.erase(key);
+      if (auto r = rejections_.find(key); r != rejections_.end() && !r->second.writing) {
+        rejections_.erase(r);
+      }
       break;
+    }
     case T::bookmark:
       break;
   }
@@ -312,6 +339,9 @@ void MockDeviceAgent::consider_pod(const json::object& pod) {
   }
   pods_[key] = pod;
   const std::string uid = kube::uid_of(pod).empty() ? key : kube::uid_of(pod);
+  if (auto r = rejections_.find(key); r != rejections_.end() && r->second.uid != uid && !r->second.writing) {
+    rejections_.erase(r);  // another pod under the same name: the rejection was of the one before
+  }
   const std::string phase = string_at_pointer(pod, "/status/phase");
   if (admitted_uids_.count(uid) || phase == "Succeeded" || phase == "Failed" ||
       !string_at_pointer(pod, "/metadata/deletionTimestamp").empty()) {
@@ -349,6 +379,7 @@ asio::awaitable<void> MockDeviceAgent::drain(std::string node) {
 }
 
 asio::awaitable<Result<json::object>> MockDeviceAgent::pending_pod(const std::string& node) {
+  co_await plugin_request_slot(node);
   auto n = co_await api_->get_node(node);
   if (!n) {
     co_return make_error("get node " + node + ": " + n.error().to_string());
@@ -366,6 +397,7 @@ asio::awaitable<Result<json::object>> MockDeviceAgent::pending_pod(const std::st
     } else if (auto t = parse_rfc3339(parts[0]); !t) {
       co_return make_error("parsing time \"" + std::string(parts[0]) + "\": " + t.message());
     } else if (!parts[1].empty() && !parts[2].empty()) {
+      co_await plugin_request_slot(node);
       auto p = co_await api_->get_pod(std::string(parts[1]), std::string(parts[2]));
       if (!p) {
         co_return make_error("get pod " + std::string(parts[1]) + "/" + std::string(parts[2]) + ": " +
@@ -436,6 +468,7 @@ asio::awaitable<void> MockDeviceAgent::admit(std::string node, std::string key) 
       co_await finish_pod(node, *pending, kBindPhaseFailed);
       break;
     }
+    co_await plugin_request_slot(node);
     auto erased = co_await api_->patch_pod(
         pns, pname, annotation_patch(kDevicesToAllocateAnnotation, json::value(res.erased_to_allocate)));
     if (!erased) {
@@ -449,6 +482,7 @@ asio::awaitable<void> MockDeviceAgent::admit(std::string node, std::string key) 
       (*rec)["env"] = container_env_record(find_container(pod, call.container, call.init), res.envs);
     }
     // PodAllocationTrySuccess: re-read the pod; nothing of the vendor left -> success and release the lock.
+    co_await plugin_request_slot(node);
     auto fresh = co_await api_->get_pod(pns, pname);
     if (fresh && !plugin_has_pending_entries(annotation(*fresh, kDevicesToAllocateAnnotation).value_or(""))) {
       co_await finish_pod(node, *fresh, kBindPhaseSuccess);
@@ -504,22 +538,73 @@ asio::awaitable<void> MockDeviceAgent::admit(std::string node, std::string key) 
     json::object status{{"phase", "Failed"},
                         {"reason", "UnexpectedAdmissionError"},
                         {"message", "Pod was rejected: Allocate failed due to " + error + ", which is unexpected"}};
-    ++rejections_in_flight_;
-    asio::co_spawn(executor_, write_rejection(ns, name, json::serialize(json::object{{"status", std::move(status)}})),
-                   asio::detached);
+    json::object meta{{"uid", kube::uid_of(pod)}};
+    Rejection& r = rejections_[key];
+    r.uid = kube::uid_of(pod).empty() ? key : kube::uid_of(pod);
+    r.ns = ns;
+    r.name = name;
+    r.body = json::serialize(json::object{{"metadata", std::move(meta)}, {"status", std::move(status)}});
+    start_rejection_write(key);
+    if (!status_sync_running_) {
+      status_sync_running_ = true;
+      asio::co_spawn(executor_, status_sync(), asio::detached);
+    }
   }
 }
 
-asio::awaitable<void> MockDeviceAgent::write_rejection(std::string ns, std::string name, std::string body) {
+void MockDeviceAgent::start_rejection_write(const std::string& key) {
+  Rejection& r = rejections_.at(key);
+  r.writing = true;
+  ++rejections_in_flight_;
+  asio::co_spawn(executor_, write_rejection(key), asio::detached);
+}
+
+asio::awaitable<void> MockDeviceAgent::status_sync() {
   auto self = shared_from_this();
-  const std::string key = ns + "/" + name;
+  while (!rejections_.empty()) {
+    asio::steady_timer t(executor_);
+    t.expires_after(retry_.status_sync);
+    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    std::vector<std::string> again;
+    for (auto it = rejections_.begin(); it != rejections_.end();) {
+      auto p = pods_.find(it->first);
+      if (!it->second.writing && p == pods_.end()) {
+        it = rejections_.erase(it);  // no longer seen on a managed node (deleted while a watch was down): forgotten
+        continue;
+      }
+      if (!it->second.writing && string_at_pointer(p->second, "/status/phase") != "Failed") {
+        again.push_back(it->first);
+      }
+      ++it;
+    }
+    for (const auto& key : again) {
+      ++stats_.status_resyncs;
+      log::warning("a rejected pod was turned back from Failed; writing its rejection again",
+                   {{"pod", key}, {"phase", string_at_pointer(pods_.at(key), "/status/phase")}});
+      start_rejection_write(key);
+    }
+  }
+  status_sync_running_ = false;
+}
+
+asio::awaitable<void> MockDeviceAgent::write_rejection(std::string key) {
+  auto self = shared_from_this();
+  const std::string ns = rejections_.at(key).ns;
+  const std::string name = rejections_.at(key).name;
+  const std::string body = rejections_.at(key).body;
   std::chrono::milliseconds delay = retry_.first;
   std::chrono::milliseconds waited{0};
   bool written = false;
+  bool gone = false;
   for (;;) {
     auto r = co_await api_->patch_pod_status(ns, name, body);
-    if (r || r.error().is_not_found()) {
-      written = true;  // a pod already gone needs no status
+    if (r) {
+      written = true;
+      break;
+    }
+    if (r.error().is_not_found() || r.error().code == 422) {
+      written = true;  // a pod already gone needs no status; 422: metadata.uid differs, the name is another pod's
+      gone = true;
       break;
     }
     if (waited + delay > retry_.budget) {
@@ -540,12 +625,22 @@ asio::awaitable<void> MockDeviceAgent::write_rejection(std::string ns, std::stri
                {{"pod", key}, {"retriedForMs", std::to_string(waited.count())}});
   }
   --rejections_in_flight_;
+  auto it = rejections_.find(key);
+  if (it != rejections_.end()) {
+    it->second.writing = false;
+    const auto p = pods_.find(key);
+    if (gone || p == pods_.end() ||
+        (kube::uid_of(p->second).empty() ? key : kube::uid_of(p->second)) != it->second.uid) {
+      rejections_.erase(it);  // deleted or replaced while the write was out
+    }
+  }
 }
 
 asio::awaitable<void> MockDeviceAgent::finish_pod(const std::string& node, const json::object& pending,
                                                   std::string_view phase) {
   const std::string ns = kube::namespace_of(pending);
   const std::string name = kube::name_of(pending);
+  co_await plugin_request_slot(node);
   auto r = co_await api_->patch_pod(ns, name, annotation_patch(kBindPhaseAnnotation, json::value(phase)));
   if (!r) {
     log::warning("setting bind-phase failed", {{"pod", ns + "/" + name}, {"error", r.error().to_string()}});
@@ -558,6 +653,7 @@ asio::awaitable<void> MockDeviceAgent::release_lock(const std::string& node, con
   // nodelock.ReleaseNodeLock(skipOwnerCheck=false): only a lock ending in ",<ns>,<name>"; 5 tries.
   const std::string suffix = "," + ns + "," + name;
   for (int attempt = 0; attempt < 5; ++attempt) {
+    co_await plugin_request_slot(node);
     auto n = co_await api_->get_node(node);
     if (!n) {
       co_return;
@@ -567,6 +663,7 @@ asio::awaitable<void> MockDeviceAgent::release_lock(const std::string& node, con
         lock->compare(lock->size() - suffix.size(), suffix.size(), suffix) != 0) {
       co_return;
     }
+    co_await plugin_request_slot(node);
     auto r = co_await api_->patch_node(node, lock_release_patch(kube::resource_version_of(*n)));
     if (r) {
       ++stats_.locks_released;
@@ -598,6 +695,10 @@ int run_mock_device_agent(const MockAgentConfig& config) {
     return 1;
   }
   auto agent = std::make_shared<MockDeviceAgent>(io.get_executor(), make_client_api(*client));
+  MockAgentPluginRate rate;
+  rate.qps = config.plugin_qps;
+  rate.burst = config.plugin_burst;
+  agent->set_plugin_rate(std::move(rate));
   kube::ReflectorOptions nodes;
   nodes.resource = kube::resources::nodes();
   nodes.label_selector = config.node_selector;
@@ -626,7 +727,10 @@ int run_mock_device_agent(const MockAgentConfig& config) {
     pod_reflector->stop();
     io.stop();
   });
-  log::info("mock device agent running (HAMi v2.10 device plugin emulation)", {{"nodeSelector", config.node_selector}});
+  log::info("mock device agent running (HAMi v2.10 device plugin emulation)",
+            {{"nodeSelector", config.node_selector},
+             {"pluginQPS", std::to_string(config.plugin_qps)},
+             {"pluginBurst", std::to_string(config.plugin_burst)}});
   io.run();
   return 0;
 }

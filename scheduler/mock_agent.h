@@ -27,6 +27,7 @@
 // left alone. The agent never releases a lock the plugin would not.
 
 #include "kube/client.h"
+#include "kube/rate_limiter.h"
 #include "kube/reflector.h"
 #include "scheduler/allocation.h"
 #include "scheduler/loop_api.h"
@@ -36,6 +37,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -100,6 +102,21 @@ struct MockAgentStats {
   uint64_t conflicts = 0;
   uint64_t status_retries = 0;    ///< pods/status writes of a rejection tried again after an error
   uint64_t status_abandoned = 0;  ///< rejections whose pods/status write never succeeded within the budget
+  uint64_t status_resyncs = 0;    ///< rejections written again because the pod had been turned back from Failed
+  uint64_t plugin_requests = 0;   ///< API requests made as the device plugin (through the node's own limit)
+  uint64_t plugin_throttled = 0;  ///< of those, requests that had to wait for the node's client-side limit
+};
+
+/// The device plugin's own API client limit. HAMi's plugin is a DaemonSet: every node's plugin has its own
+/// client-go client, with client-go's defaults (rest.DefaultQPS 5, rest.DefaultBurst 10; Project-HAMi/HAMi
+/// pkg/util/client/options.go), so each node's Allocate calls queue on that node's 5 requests/s. The agent gives
+/// each managed node one token bucket with these values for the requests the plugin makes (GET node, GET pod,
+/// PATCH pod, PATCH node); what kubelet or the lab write (the record, the Event, the rejection's pods/status) does
+/// not pass through it. `now` is the bucket's clock (injected in tests); qps <= 0 means unlimited.
+struct MockAgentPluginRate {
+  double qps = 5;
+  int burst = 10;
+  std::function<std::chrono::steady_clock::time_point()> now = [] { return std::chrono::steady_clock::now(); };
 };
 
 /// How the agent retries the pods/status write that moves a rejected pod to phase Failed. kubelet's status
@@ -108,10 +125,18 @@ struct MockAgentStats {
 /// 5xx, or nothing at all) with a doubling delay from `first` capped at `cap`, and gives up once the delays add up
 /// to `budget`, so a pod deleted behind its back cannot keep a coroutine forever. The write runs beside the node's
 /// admission queue, as kubelet's status manager runs beside its admission: the next pod is not held behind it.
+///
+/// Once written, the rejection is kept as kubelet's status manager keeps a pod's status: every `status_sync`
+/// (kubelet: 10 s, syncBatch) each rejected pod the agent still sees is compared with what the API holds, and when
+/// another writer has turned it back from Failed (the lab's kwok applies a pod-ready stage it computed before the
+/// rejection landed), Failed is written again. Every write carries the pod's UID (kubelet's PatchPodStatus does the
+/// same: metadata.uid is immutable, so a pod recreated under the same name answers 422 and is never touched); a
+/// rejection is forgotten when its pod is deleted or replaced.
 struct MockAgentRetry {
   std::chrono::milliseconds first{500};
   std::chrono::milliseconds cap{5000};
   std::chrono::milliseconds budget{120000};
+  std::chrono::milliseconds status_sync{10000};
 };
 
 class MockDeviceAgent : public std::enable_shared_from_this<MockDeviceAgent> {
@@ -122,6 +147,8 @@ class MockDeviceAgent : public std::enable_shared_from_this<MockDeviceAgent> {
   void on_pod_event(const kube::ReflectorEvent& event);
   void on_node_event(const kube::ReflectorEvent& event);
   const MockAgentStats& stats() const { return stats_; }
+  /// Replaces the per-node plugin client limit (before the first pod arrives).
+  void set_plugin_rate(MockAgentPluginRate rate);
   /// Pods queued or being admitted, plus rejections whose pods/status write is still being retried.
   std::size_t in_flight() const;
 
@@ -139,14 +166,29 @@ class MockDeviceAgent : public std::enable_shared_from_this<MockDeviceAgent> {
   boost::asio::awaitable<void> finish_pod(const std::string& node, const boost::json::object& pending,
                                           std::string_view phase);
   boost::asio::awaitable<void> release_lock(const std::string& node, const std::string& ns, const std::string& name);
+  /// Waits for a token of `node`'s plugin client (HAMi's per-node client-go limit) before one plugin request.
+  boost::asio::awaitable<void> plugin_request_slot(const std::string& node);
   /// kubelet's rejection: phase Failed through pods/status, retried per `retry_`.
-  boost::asio::awaitable<void> write_rejection(std::string ns, std::string name, std::string body);
+  boost::asio::awaitable<void> write_rejection(std::string key);
+  /// kubelet's status sync: every retry_.status_sync, rejected pods turned back from Failed are written again.
+  boost::asio::awaitable<void> status_sync();
+  void start_rejection_write(const std::string& key);
 
   boost::asio::any_io_executor executor_;
   std::shared_ptr<LoopApi> api_;
   std::string gpu_resource_;
   MockAgentRetry retry_;
+  MockAgentPluginRate plugin_rate_;
+  std::map<std::string, kube::TokenBucket, std::less<>> plugin_buckets_;  // by node
   std::size_t rejections_in_flight_ = 0;
+  struct Rejection {
+    std::string uid;
+    std::string ns, name;
+    std::string body;  // the pods/status merge patch, metadata.uid included
+    bool writing = false;
+  };
+  std::map<std::string, Rejection, std::less<>> rejections_;  // by ns/name, until the pod is deleted or replaced
+  bool status_sync_running_ = false;
   std::set<std::string, std::less<>> managed_;
   std::set<std::string, std::less<>> listing_;                    // node names of the node list being delivered (paged)
   std::map<std::string, boost::json::object, std::less<>> pods_;  // bound pods on managed nodes, by ns/name
@@ -160,8 +202,10 @@ class MockDeviceAgent : public std::enable_shared_from_this<MockDeviceAgent> {
 struct MockAgentConfig {
   std::string kubeconfig;
   std::string node_selector;  ///< label selector of the managed nodes ("" = every node)
-  double qps = 100;
-  int burst = 200;
+  double qps = 1000;          ///< the agent's shared client: watches, and what kubelet and the lab write for every node
+  int burst = 2000;
+  double plugin_qps = 5;  ///< each node's device plugin client (MockAgentPluginRate)
+  int plugin_burst = 10;
 };
 int run_mock_device_agent(const MockAgentConfig& config);
 

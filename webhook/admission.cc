@@ -3,12 +3,16 @@
 #include "common/base64.h"
 #include "common/json_access.h"
 
+#include <boost/json/basic_parser_impl.hpp>
 #include <boost/json/monotonic_resource.hpp>
-#include <boost/json/parser.hpp>
 #include <boost/json/serialize.hpp>
+#include <boost/json/value_stack.hpp>
 
+#include <algorithm>
 #include <exception>
 #include <new>
+#include <string>
+#include <vector>
 
 namespace gpuslice::webhook {
 namespace json = boost::json;
@@ -42,18 +46,123 @@ const char* json_kind(const json::value& v) {
   return "value";
 }
 
+// json::parser's handler (boost/json/detail/handler.hpp, Boost 1.81) plus the keys of the review's own two objects,
+// the root and `request`: Boost.JSON keeps the last of duplicate keys without a word, so an AdmissionReview with two
+// `request`s (or two `request.uid`s) would be answered for whichever came last. It is refused instead, naming the key.
+struct ReviewParseHandler {
+  static constexpr std::size_t max_object_size = json::object::max_size();
+  static constexpr std::size_t max_array_size = json::array::max_size();
+  static constexpr std::size_t max_key_size = json::string::max_size();
+  static constexpr std::size_t max_string_size = json::string::max_size();
+
+  json::value_stack st;
+  int depth = 0;            // containers open
+  bool in_request = false;  // inside the root's "request" object (depth 2)
+  std::string key;          // the parts of a key at depth <= 2
+  std::string last_root_key;
+  std::vector<std::string> root_keys, request_keys;
+  std::string duplicate;  // the first duplicated key, as a path
+
+  ReviewParseHandler(json::storage_ptr sp, unsigned char* temp, std::size_t size) : st(std::move(sp), temp, size) {}
+
+  bool seen(std::vector<std::string>& keys, std::string k, const std::string& prefix) {
+    if (std::find(keys.begin(), keys.end(), k) != keys.end()) {
+      if (duplicate.empty()) duplicate = prefix + k;
+      return true;
+    }
+    keys.push_back(std::move(k));
+    return false;
+  }
+
+  bool on_document_begin(json::error_code&) { return true; }
+  bool on_document_end(json::error_code&) { return true; }
+  bool on_object_begin(json::error_code&) {
+    if (++depth == 2) in_request = last_root_key == "request";
+    return true;
+  }
+  bool on_object_end(std::size_t n, json::error_code&) {
+    if (depth == 2) in_request = false;
+    --depth;
+    st.push_object(n);
+    return true;
+  }
+  bool on_array_begin(json::error_code&) {
+    ++depth;
+    return true;
+  }
+  bool on_array_end(std::size_t n, json::error_code&) {
+    --depth;
+    st.push_array(n);
+    return true;
+  }
+  bool on_key_part(json::string_view s, std::size_t, json::error_code&) {
+    if (depth <= 2) key.append(s.data(), s.size());
+    st.push_chars(s);
+    return true;
+  }
+  bool on_key(json::string_view s, std::size_t, json::error_code&) {
+    if (depth == 1 || (depth == 2 && in_request)) {
+      key.append(s.data(), s.size());
+      if (depth == 1) {
+        last_root_key = key;
+        seen(root_keys, std::move(key), "");
+      } else {
+        seen(request_keys, std::move(key), "request.");
+      }
+    }
+    key.clear();
+    st.push_key(s);
+    return true;
+  }
+  bool on_string_part(json::string_view s, std::size_t, json::error_code&) {
+    st.push_chars(s);
+    return true;
+  }
+  bool on_string(json::string_view s, std::size_t, json::error_code&) {
+    st.push_string(s);
+    return true;
+  }
+  bool on_number_part(json::string_view, json::error_code&) { return true; }
+  bool on_int64(std::int64_t i, json::string_view, json::error_code&) {
+    st.push_int64(i);
+    return true;
+  }
+  bool on_uint64(std::uint64_t u, json::string_view, json::error_code&) {
+    st.push_uint64(u);
+    return true;
+  }
+  bool on_double(double d, json::string_view, json::error_code&) {
+    st.push_double(d);
+    return true;
+  }
+  bool on_bool(bool b, json::error_code&) {
+    st.push_bool(b);
+    return true;
+  }
+  bool on_null(json::error_code&) {
+    st.push_null();
+    return true;
+  }
+  bool on_comment_part(json::string_view, json::error_code&) { return true; }
+  bool on_comment(json::string_view, json::error_code&) { return true; }
+};
+
 // Decodes into values owned by `sp`, so review() can parse into a stack buffer and drop it at once.
 Result<AdmissionRequest> decode(std::string_view body, json::storage_ptr sp) {
   json::parse_options opt;
   opt.max_depth = kMaxDepth;
-  // json::parse() without the convenience wrapper, to report where the text goes wrong.
+  // As json::parser::write(), to report where the text goes wrong, with the duplicate-key check above.
   unsigned char temp[1024];
-  json::parser parser(json::storage_ptr(), opt, temp, sizeof temp);
-  parser.reset(std::move(sp));
+  json::basic_parser<ReviewParseHandler> parser(opt, json::storage_ptr(), temp, sizeof temp);
+  parser.handler().st.reset(std::move(sp));
   boost::system::error_code ec;
-  size_t consumed = parser.write(body.data(), body.size(), ec);
+  size_t consumed = parser.write_some(false, body.data(), body.size(), ec);
+  if (!ec && consumed < body.size()) ec = json::error::extra_data;
   if (ec) return make_error("malformed JSON at byte " + std::to_string(consumed) + ": " + ec.message());
-  json::value doc = parser.release();
+  if (!parser.handler().duplicate.empty()) {
+    return make_error("not an AdmissionReview: duplicate key \"" + parser.handler().duplicate + "\"");
+  }
+  json::value doc = parser.handler().st.release();
   json::object* root = doc.if_object();
   if (root == nullptr) return make_error(std::string("not an AdmissionReview: the body is a JSON ") + json_kind(doc));
   const json::value* kind = root->if_contains("kind");

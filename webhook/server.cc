@@ -17,7 +17,10 @@
 #include <algorithm>
 #include <condition_variable>
 #include <future>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -113,7 +116,141 @@ class SessionBase {
   virtual ~SessionBase() = default;
   /// Called from any thread at shutdown: close now if idle, else after the current response.
   virtual void shutdown() = 0;
+  /// Called from any thread when the connection table picked this one to make room: close now, uncounted
+  /// (the table's caller counts the reason).
+  virtual void evict() = 0;
 };
+
+namespace {
+
+/// One listener's connections, for its cap and the per-source limit (server.h). A connection is `pending` from
+/// its accept to the end of its TLS handshake (plain listener: to its first whole request), then `idle` while it
+/// waits for a request and `busy` from a request's first byte to the end of its response. admit() decides
+/// the room for a new connection and returns who must make it; sessions report their phase. Any thread; one
+/// mutex, held for a few set operations.
+class ConnectionTable {
+ public:
+  enum class Phase { pending, idle, busy };
+
+  struct Admission {
+    bool admitted = false;
+    uint64_t id = 0;
+    std::shared_ptr<SessionBase> victim;  ///< to evict(), outside the lock; may be null
+    const char* reason = nullptr;         ///< why the victim goes: "per-source" or "evicted"
+  };
+
+  ConnectionTable(size_t cap, size_t pending_per_source)
+      : cap_(std::max<size_t>(cap, 1)), per_source_(std::max<size_t>(pending_per_source, 1)) {}
+
+  /// Room for a new connection from `source`: its oldest pending connection when that source is at its
+  /// pending limit; at the cap the oldest pending one anywhere, else the oldest idle one; else refused.
+  Admission admit(const net::ip::address& source) {
+    Admission a;
+    std::lock_guard lock(mutex_);
+    auto src = by_source_.find(source);
+    if (src != by_source_.end() && src->second.size() >= per_source_) {
+      a.victim = take(*src->second.begin());
+      a.reason = "per-source";
+    } else if (entries_.size() >= cap_) {
+      if (!pending_.empty()) {
+        a.victim = take(*pending_.begin());
+      } else if (!idle_.empty()) {
+        a.victim = take(idle_.begin()->second);
+      } else {
+        return a;  // every connection is answering a request: the new one waits for none of them
+      }
+      a.reason = "evicted";
+    }
+    a.admitted = true;
+    a.id = ++next_id_;
+    entries_.emplace(a.id, Entry{.source = source});
+    pending_.insert(a.id);
+    by_source_[source].insert(a.id);
+    return a;
+  }
+
+  void attach(uint64_t id, std::weak_ptr<SessionBase> session) {
+    std::lock_guard lock(mutex_);
+    if (auto it = entries_.find(id); it != entries_.end()) {
+      it->second.session = std::move(session);
+    }
+  }
+
+  /// A session's phase changed. Unknown ids (evicted) are ignored.
+  void set_phase(uint64_t id, Phase phase) {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(id);
+    if (it == entries_.end() || it->second.phase == phase) {
+      return;
+    }
+    leave(id, it->second);
+    it->second.phase = phase;
+    if (phase == Phase::idle) {
+      it->second.idle_seq = ++next_idle_;
+      idle_.emplace(it->second.idle_seq, id);
+    }
+  }
+
+  void remove(uint64_t id) {
+    std::lock_guard lock(mutex_);
+    if (auto it = entries_.find(id); it != entries_.end()) {
+      leave(id, it->second);
+      entries_.erase(it);
+    }
+  }
+
+  size_t size() const {
+    std::lock_guard lock(mutex_);
+    return entries_.size();
+  }
+
+ private:
+  struct Entry {
+    net::ip::address source;
+    std::weak_ptr<SessionBase> session;
+    Phase phase = Phase::pending;
+    uint64_t idle_seq = 0;
+  };
+
+  /// Drops `id` from its phase's index (and its source's pending set).
+  void leave(uint64_t id, const Entry& e) {
+    if (e.phase == Phase::pending) {
+      pending_.erase(id);
+      if (auto src = by_source_.find(e.source); src != by_source_.end()) {
+        src->second.erase(id);
+        if (src->second.empty()) {
+          by_source_.erase(src);
+        }
+      }
+    } else if (e.phase == Phase::idle) {
+      idle_.erase(e.idle_seq);
+    }
+  }
+
+  /// Removes `id` now (its slot is free at once) and returns its session, if still alive, to evict.
+  std::shared_ptr<SessionBase> take(uint64_t id) {
+    auto it = entries_.find(id);
+    if (it == entries_.end()) {
+      return nullptr;
+    }
+    auto session = it->second.session.lock();
+    leave(id, it->second);
+    entries_.erase(it);
+    return session;
+  }
+
+  const size_t cap_;
+  const size_t per_source_;
+  mutable std::mutex mutex_;
+  uint64_t next_id_ = 0;  // accept order: the smallest pending id is the oldest
+  uint64_t next_idle_ = 0;
+  std::unordered_map<uint64_t, Entry> entries_;
+  std::set<uint64_t> pending_;
+  std::map<uint64_t, uint64_t> idle_;  // idle_seq -> id, oldest first
+  std::map<net::ip::address, std::set<uint64_t>> by_source_;
+};
+
+}  // namespace
 
 struct Server::State : std::enable_shared_from_this<Server::State> {
   ServerOptions options;
@@ -144,6 +281,9 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
 
   std::atomic<bool> stopping{false};
   std::atomic<size_t> open{0};
+  // One cap per listener: a flood on the webhook port leaves the probes' listener its own room.
+  ConnectionTable tls_table{options.max_connections, options.max_pending_per_source};
+  ConnectionTable plain_table{options.max_connections, options.max_pending_per_source};
   std::mutex sessions_mutex;
   std::condition_variable sessions_cv;
   std::unordered_map<SessionBase*, std::weak_ptr<SessionBase>> sessions;
@@ -206,6 +346,8 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
   Status check_certificates();
   void schedule_poll();
   void do_accept(tcp::acceptor& acceptor, bool tls);
+  /// A new connection: room made by the listener's table (server.h), then its session.
+  void admit(tcp::socket socket, bool tls_listener);
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -213,67 +355,163 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
 
 namespace {
 
+/// What plain HTTP on the TLS port is told (with a 400), before the connection is closed.
+constexpr std::string_view kPlainHttpRefusal =
+    "400 bad request: this port speaks TLS (HTTPS): it serves AdmissionReviews to the Kubernetes API server; "
+    "use https://, or the health port for plain-HTTP probes and /metrics\n";
+
 /// One connection. `Tls` selects ssl_stream<tcp_stream> (webhook port) or tcp_stream (probe port). All
-/// handlers run on the connection's strand; every async operation is under a tcp_stream deadline.
+/// handlers run on the connection's strand; every async operation is under a deadline. A TLS connection starts
+/// as a bare tcp_stream waiting for readability (no TLS state, no buffer) and becomes an ssl_stream when its
+/// first byte is a TLS record.
 template <bool Tls>
 class Session : public SessionBase, public std::enable_shared_from_this<Session<Tls>> {
   using Stream = std::conditional_t<Tls, beast::ssl_stream<beast::tcp_stream>, beast::tcp_stream>;
 
  public:
-  Session(std::shared_ptr<Server::State> state, tcp::socket&& socket, std::shared_ptr<TlsContext> tls)
-      : state_(std::move(state)), tls_(std::move(tls)), stream_(make_stream(std::move(socket))) {
+  Session(std::shared_ptr<Server::State> state, ConnectionTable& table, uint64_t id, tcp::socket&& socket)
+      : state_(std::move(state)),
+        table_(table),
+        id_(id),
+        executor_(socket.get_executor()),
+        accepted_(std::chrono::steady_clock::now()),
+        hello_timer_(executor_) {
+    if constexpr (Tls) {
+      raw_.emplace(std::move(socket));
+    } else {
+      stream_.emplace(std::move(socket));
+    }
     state_->m.open.inc();
   }
 
   ~Session() override {
     state_->m.open.dec();
     state_->open.fetch_sub(1);
+    table_.remove(id_);
     state_->remove_session(this);
   }
 
   void run() {
     state_->add_session(this, this->weak_from_this());
-    net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->on_run(); });
+    table_.attach(id_, this->weak_from_this());
+    net::dispatch(executor_, [self = this->shared_from_this()] { self->on_run(); });
   }
 
   void shutdown() override {
-    net::post(stream_.get_executor(), [self = this->shared_from_this()] {
+    net::post(executor_, [self = this->shared_from_this()] {
       self->closing_ = true;
       if (self->idle_) {
         self->lowest().cancel();
+      } else if (!self->stream_) {
+        self->close_now();  // still waiting for its first byte
       }
     });
   }
 
+  void evict() override {
+    net::post(executor_, [self = this->shared_from_this()] {
+      self->counted_ = true;  // counted by the accept that evicted it
+      log::info("connection evicted", {{"remote", self->remote()}}, 2);
+      self->close_now();
+    });
+  }
+
  private:
-  Stream make_stream(tcp::socket&& socket) {
-    if constexpr (Tls) {
-      return Stream(std::move(socket), tls_->ctx);
-    } else {
-      return Stream(std::move(socket));
+  beast::tcp_stream& lowest() { return stream_ ? beast::get_lowest_layer(*stream_) : *raw_; }
+  const ServerOptions& opt() const { return state_->options; }
+
+  /// Counts the first abnormal close of this connection (later errors of the same close are its echoes).
+  void count_closed(const char* reason) {
+    if (!counted_) {
+      counted_ = true;
+      state_->m.closed.with({reason}).inc();
     }
   }
-  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
-  const ServerOptions& opt() const { return state_->options; }
 
   void on_run() {
     if constexpr (Tls) {
-      lowest().expires_after(opt().handshake_timeout);
-      stream_.async_handshake(ssl::stream_base::server,
-                              beast::bind_front_handler(&Session::on_handshake, this->shared_from_this()));
+      // Nothing TLS is allocated until a byte arrives, and it must arrive within the ClientHello deadline.
+      hello_timer_.expires_at(accepted_ + std::min(opt().client_hello_timeout, opt().handshake_timeout));
+      hello_timer_.async_wait([self = this->shared_from_this()](error_code ec) {
+        if (!ec && !self->stream_) {
+          self->count_closed("client-hello-timeout");
+          log::info("connection deadline", {{"remote", self->remote()}, {"phase", "client-hello"}}, 2);
+          self->close_now();
+        }
+      });
+      wait_first_byte();
     } else {
       do_read();
     }
   }
 
+  void wait_first_byte() {
+    raw_->socket().async_wait(tcp::socket::wait_read,
+                              [self = this->shared_from_this()](error_code ec) { self->on_readable(ec); });
+  }
+
+  void on_readable(error_code ec) {
+    if (ec) {
+      return close_now();  // the ClientHello deadline, an eviction, shutdown
+    }
+    unsigned char first = 0;
+    error_code pe;
+    raw_->socket().non_blocking(true, pe);
+    const size_t n = pe ? 0 : raw_->socket().receive(net::buffer(&first, 1), tcp::socket::message_peek, pe);
+    if (pe == net::error::would_block) {
+      return wait_first_byte();
+    }
+    if (pe || n == 0) {
+      // Closed before a byte (port scanners, TCP health checks): the handshake never began.
+      count_closed("tls");
+      return close_now();
+    }
+    hello_timer_.cancel();
+    if ((first >= 'A' && first <= 'Z') || (first >= 'a' && first <= 'z')) {
+      // A TLS record starts with its content type (22, handshake; Beast's detect_ssl, boost/beast/core/detect_ssl.hpp,
+      // reads the same byte into a buffer, here it is only peeked); "GET", "POST", ...: someone speaks plain HTTP
+      // to the TLS port. Say so in plain HTTP instead of a handshake failure the client cannot read.
+      return refuse_plain_http();
+    }
+    tls_ = state_->current_tls();
+    if (!tls_) {
+      count_closed("tls");
+      return close_now();
+    }
+    if constexpr (Tls) {
+      stream_.emplace(std::move(*raw_), tls_->ctx);
+      raw_.reset();
+      lowest().expires_at(accepted_ + opt().handshake_timeout);
+      stream_->async_handshake(ssl::stream_base::server,
+                               beast::bind_front_handler(&Session::on_handshake, this->shared_from_this()));
+    }
+  }
+
+  void refuse_plain_http() {
+    count_closed("plain-http");
+    log::info("plain HTTP on the TLS port", {{"remote", remote()}}, 2);
+    plain_refusal_ =
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n"
+        "Content-Length: " +
+        std::to_string(kPlainHttpRefusal.size()) + "\r\n\r\n" + std::string(kPlainHttpRefusal);
+    lowest().expires_after(opt().write_timeout);
+    net::async_write(*raw_, net::buffer(plain_refusal_), [self = this->shared_from_this()](error_code ec, std::size_t) {
+      if (ec) {
+        return self->close_now();
+      }
+      self->linger();
+    });
+  }
+
   void on_handshake(error_code ec) {
     if (ec) {
-      // Plain HTTP on the TLS port, TLS < 1.2, bad ciphers, scanners: close; others are unaffected.
-      state_->m.closed.with({ec == beast::error::timeout ? "timeout" : "tls"}).inc();
+      // TLS < 1.2, bad ciphers, scanners: close; others are unaffected.
+      count_closed(ec == beast::error::timeout ? "timeout" : "tls");
       log::info("tls handshake failed", {{"remote", remote()}, {"error", ec.message()}}, 2);
       close_now();
       return;
     }
+    established_ = true;
     do_read();
   }
 
@@ -293,14 +531,17 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (buffer_.size() == 0) {
       // Keep-alive wait: the idle deadline until the first byte of the next request.
       idle_ = true;
+      if (established_) {
+        table_.set_phase(id_, ConnectionTable::Phase::idle);
+      }
       lowest().expires_after(opt().idle_timeout);
       // A plain read of whatever arrives (not http::async_read_some, which keeps reading until the parser
       // makes progress, so half a header would stay under the long idle deadline).
-      stream_.async_read_some(buffer_.prepare(16 * 1024),
-                              [self = this->shared_from_this()](error_code ec, std::size_t n) {
-                                self->buffer_.commit(n);
-                                self->on_first_bytes(ec, n);
-                              });
+      stream_->async_read_some(buffer_.prepare(16 * 1024),
+                               [self = this->shared_from_this()](error_code ec, std::size_t n) {
+                                 self->buffer_.commit(n);
+                                 self->on_first_bytes(ec, n);
+                               });
     } else {
       on_first_bytes({}, 0);  // a pipelined request is already buffered
     }
@@ -311,9 +552,12 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (ec) {
       return on_read_error(ec, true);
     }
+    if (established_) {
+      table_.set_phase(id_, ConnectionTable::Phase::busy);
+    }
     // From the first byte the whole request must arrive within read_timeout (slow-loris bound).
     lowest().expires_after(opt().read_timeout);
-    http::async_read_header(stream_, buffer_, *parser_,
+    http::async_read_header(*stream_, buffer_, *parser_,
                             beast::bind_front_handler(&Session::on_header, this->shared_from_this()));
   }
 
@@ -325,7 +569,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (!parser_->is_done() && beast::iequals(req[http::field::expect], "100-continue")) {
       // curl sends Expect for bodies over 1 MiB; answer at once rather than letting it wait a second.
       continue_res_.emplace(http::status::continue_, req.version());
-      http::async_write(stream_, *continue_res_, [self = this->shared_from_this()](error_code e, std::size_t) {
+      http::async_write(*stream_, *continue_res_, [self = this->shared_from_this()](error_code e, std::size_t) {
         if (e) {
           return self->on_read_error(e, false);
         }
@@ -337,7 +581,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   }
 
   void read_body() {
-    http::async_read(stream_, buffer_, *parser_,
+    http::async_read(*stream_, buffer_, *parser_,
                      beast::bind_front_handler(&Session::on_read, this->shared_from_this()));
   }
 
@@ -350,32 +594,32 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
         ec == net::error::operation_aborted || ec == net::error::connection_reset) {
       // The client closed (or we are shutting down) between requests: nothing to answer.
       if (!at_start) {
-        state_->m.closed.with({"http"}).inc();
+        count_closed("http");
       }
       return close_now();
     }
     if (ec == beast::error::timeout) {
-      state_->m.closed.with({at_start ? "idle" : "timeout"}).inc();
+      count_closed(at_start ? "idle" : "timeout");
       log::info("connection deadline", {{"remote", remote()}, {"phase", at_start ? "idle" : "read"}}, 2);
       return close_now();
     }
     if (ec == http::error::body_limit) {
-      state_->m.closed.with({"limit"}).inc();
+      count_closed("limit");
       return send_error(body_too_large(opt().max_body_bytes));
     }
     if (ec == http::error::header_limit) {
-      state_->m.closed.with({"limit"}).inc();
+      count_closed("limit");
       return send_error(header_too_large(opt().max_header_bytes));
     }
     if (ec.category() == http::make_error_code(http::error::bad_target).category() ||
         ec == http::error::partial_message) {
-      state_->m.closed.with({"http"}).inc();
+      count_closed("http");
       if (ec == http::error::partial_message) {
         return close_now();
       }
       return send_error(malformed_request(ec.message()));
     }
-    state_->m.closed.with({"io"}).inc();
+    count_closed("io");
     log::info("read failed", {{"remote", remote()}, {"error", ec.message()}}, 2);
     close_now();
   }
@@ -384,6 +628,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (ec) {
       return on_read_error(ec, false);
     }
+    if (!established_) {
+      established_ = true;  // plain listener: its first whole request
+      table_.set_phase(id_, ConnectionTable::Phase::busy);
+    }
     auto [res, handler] = route(Tls ? state_->tls_routes : state_->plain_routes, parser_->release());
     state_->m.count(handler, res.result_int());
     if (closing_) {
@@ -391,12 +639,12 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     }
     res_ = std::move(res);
     lowest().expires_after(opt().write_timeout);
-    http::async_write(stream_, res_, beast::bind_front_handler(&Session::on_write, this->shared_from_this()));
+    http::async_write(*stream_, res_, beast::bind_front_handler(&Session::on_write, this->shared_from_this()));
   }
 
   void on_write(error_code ec, std::size_t) {
     if (ec) {
-      state_->m.closed.with({ec == beast::error::timeout ? "timeout" : "io"}).inc();
+      count_closed(ec == beast::error::timeout ? "timeout" : "io");
       return close_now();
     }
     if (!res_.keep_alive()) {
@@ -412,7 +660,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     res_ = std::move(refusal);
     state_->m.count("other", res_.result_int());
     lowest().expires_after(opt().write_timeout);
-    http::async_write(stream_, res_, [self = this->shared_from_this()](error_code ec, std::size_t) {
+    http::async_write(*stream_, res_, [self = this->shared_from_this()](error_code ec, std::size_t) {
       if (ec) {
         return self->close_now();
       }
@@ -442,7 +690,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   void do_close() {
     if constexpr (Tls) {
       lowest().expires_after(std::chrono::seconds(2));
-      stream_.async_shutdown([self = this->shared_from_this()](error_code) { self->close_now(); });
+      stream_->async_shutdown([self = this->shared_from_this()](error_code) { self->close_now(); });
     } else {
       error_code ignored;
       lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
@@ -453,11 +701,19 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   void close_now() {
     error_code ignored;
     lowest().socket().close(ignored);
+    hello_timer_.cancel();
   }
 
   std::shared_ptr<Server::State> state_;
-  std::shared_ptr<TlsContext> tls_;  // keeps the context this connection was accepted with alive
-  Stream stream_;
+  ConnectionTable& table_;  // the listener's; outlives the session (State owns it)
+  const uint64_t id_;
+  net::any_io_executor executor_;  // the connection's strand
+  const std::chrono::steady_clock::time_point accepted_;
+  net::steady_timer hello_timer_;         // TLS: accept to the first byte
+  std::shared_ptr<TlsContext> tls_;       // keeps the context this connection's handshake used alive
+  std::optional<beast::tcp_stream> raw_;  // TLS: the bare connection until its first byte
+  std::optional<Stream> stream_;          // TLS: from the first byte; plain: from the accept
+  std::string plain_refusal_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::response<http::empty_body>> continue_res_;
@@ -466,6 +722,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   size_t drained_ = 0;
   bool idle_ = false;
   bool closing_ = false;
+  bool established_ = false;  // handshake done (TLS) or a first whole request read (plain)
+  bool counted_ = false;      // an abnormal close was counted (or the eviction will be)
 };
 
 }  // namespace
@@ -482,24 +740,41 @@ void Server::State::do_accept(tcp::acceptor& acceptor, bool tls_listener) {
                             }
                             // EMFILE and friends: keep accepting; the client sees a closed connection.
                             log::warning("accept failed", {{"error", ec.message()}});
-                          } else if (open.fetch_add(1) >= options.max_connections) {
-                            open.fetch_sub(1);
-                            m.closed.with({"max-connections"}).inc();
-                            error_code ignored;
-                            socket.close(ignored);
                           } else {
-                            error_code ignored;
-                            socket.set_option(tcp::no_delay(true), ignored);
-                            if (tls_listener) {
-                              std::make_shared<Session<true>>(self, std::move(socket), current_tls())->run();
-                            } else {
-                              std::make_shared<Session<false>>(self, std::move(socket), nullptr)->run();
-                            }
+                            admit(std::move(socket), tls_listener);
                           }
                           if (!stopping) {
                             do_accept(acceptor, tls_listener);
                           }
                         });
+}
+
+void Server::State::admit(tcp::socket socket, bool tls_listener) {
+  error_code ec;
+  const auto peer = socket.remote_endpoint(ec);
+  if (ec) {
+    return;  // gone already
+  }
+  ConnectionTable& table = tls_listener ? tls_table : plain_table;
+  auto admission = table.admit(peer.address());
+  if (admission.victim) {
+    m.closed.with({admission.reason}).inc();
+    admission.victim->evict();
+  }
+  if (!admission.admitted) {
+    // Every connection of this listener is in the middle of a request: none is older than its deadlines.
+    m.closed.with({"max-connections"}).inc();
+    error_code ignored;
+    socket.close(ignored);
+    return;
+  }
+  open.fetch_add(1);
+  socket.set_option(tcp::no_delay(true), ec);
+  if (tls_listener) {
+    std::make_shared<Session<true>>(shared_from_this(), table, admission.id, std::move(socket))->run();
+  } else {
+    std::make_shared<Session<false>>(shared_from_this(), table, admission.id, std::move(socket))->run();
+  }
 }
 
 Status Server::State::check_certificates() {
@@ -561,6 +836,9 @@ ServerOptions ServerOptions::from(const Configuration& c) {
   o.handshake_timeout = c.webhook.handshake_timeout.value_or(c.webhook.read_timeout);
   o.write_timeout = c.webhook.write_timeout.value_or(c.webhook.read_timeout);
   o.idle_timeout = c.webhook.idle_timeout;
+  o.client_hello_timeout = c.webhook.client_hello_timeout;
+  o.max_connections = c.webhook.max_connections;
+  o.max_pending_per_source = c.webhook.max_pending_per_source;
   return o;
 }
 

@@ -211,6 +211,32 @@ TEST_CASE("webhook.handshakeTimeout and writeTimeout: bad values name the field 
   CHECK(validate_configuration(c).ok());
 }
 
+TEST_CASE("webhook.clientHelloTimeout, maxConnections and maxPendingPerSource: defaults, values, errors") {
+  Configuration defaults;
+  CHECK(defaults.webhook.client_hello_timeout == 3s);
+  CHECK(defaults.webhook.max_connections == 4096);
+  CHECK(defaults.webhook.max_pending_per_source == 1024);
+  auto set = parse_configuration(
+      "apiVersion: gpuslice.io/v1alpha1\nkind: GpusliceConfiguration\n"
+      "webhook: {clientHelloTimeout: 500ms, maxConnections: 20000, maxPendingPerSource: 64}\n");
+  REQUIRE(set.ok());
+  CHECK(set->webhook.client_hello_timeout == 500ms);
+  CHECK(set->webhook.max_connections == 20000);
+  CHECK(set->webhook.max_pending_per_source == 64);
+  CHECK(webhook_error("clientHelloTimeout: 3") ==
+        "webhook.clientHelloTimeout: \"3\" is not a duration (missing unit (ms, s, m or h))");
+  CHECK(webhook_error("clientHelloTimeout: 0s") == "webhook.clientHelloTimeout: \"0s\" must be greater than 0");
+  CHECK(webhook_error("maxConnections: 0") == "webhook.maxConnections: \"0\" is out of range [1, 1000000]");
+  CHECK(webhook_error("maxConnections: many") == "webhook.maxConnections: \"many\" is not an integer");
+  CHECK(webhook_error("maxPendingPerSource: 1000001") ==
+        "webhook.maxPendingPerSource: \"1000001\" is out of range [1, 1000000]");
+  Configuration c;
+  c.webhook.client_hello_timeout = 0ms;
+  auto st = validate_configuration(c);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message() == "webhook.clientHelloTimeout: \"0s\" must be greater than 0");
+}
+
 TEST_CASE("the Lease namespace: one rule for serve and doctor") {
   LeaderElectionConfig le;
   // Nothing names one: gpuslice-system, where manifests/base and the chart grant the Lease (not kube-system).

@@ -175,6 +175,56 @@ else
     "left: \"$left\", schedulerName=$sched"
 fi
 
+section "kubelet's status sync: a rejection outlives kwok's stale Running (tenant-a)"
+# kwok is frozen (SIGSTOP) while the agent rejects a pod bound by hand with no device entry (Allocate fails, kubelet
+# moves it to Failed). Thawed, kwok applies the pod-ready stage it still owes the pod: Running over Failed, a pod with
+# no device that looks alive. kubelet's status manager compares its status with the API's every 10 s and writes
+# Failed again; so must the agent (the chaos_lease run of e70db85 left such a pod Running with its lock held).
+KWOK_PID=$(lab_pid a kwok)
+sync_pod() {
+  cat <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: status-sync
+  labels: {gpuslice.io/webhook: ignore}
+spec:
+  nodeName: tenant-a-gpu-0
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: cuda
+    image: busybox:1.36
+    resources:
+      limits: {nvidia.com/gpu: 1}
+YAML
+}
+pod_phase() { pod_field "$NS" status-sync '{.status.phase}'; }
+is_phase() { [[ $(pod_phase) == "$1" ]]; }
+if [[ -z $KWOK_PID ]]; then
+  fail "device-plugin: a rejection outlives kwok's stale Running" "no kwok process for tenant-a"
+else
+  kill -STOP "$KWOK_PID"
+  sync_pod | kubectl -n "$NS" apply -f - >/dev/null 2>&1
+  rejected=no
+  wait_for 30 is_phase Failed && rejected=yes
+  kill -CONT "$KWOK_PID"
+  turned=no
+  wait_for 10 is_phase Running && turned=yes
+  # Back to Failed within kubelet's 10 s sync (and a margin for the lab's load), then it stays Failed.
+  healed=no
+  wait_for 30 is_phase Failed && healed=yes
+  sleep 12
+  final=$(pod_phase)
+  msg="rejected while kwok was frozen: $rejected; kwok turned it Running: $turned; Failed again: $healed; after 12 s: $final"
+  if [[ $rejected == yes && $healed == yes && $final == Failed ]]; then
+    pass "device-plugin: a rejection outlives kwok's stale Running (kubelet's status sync)" "$msg"
+  else
+    fail "device-plugin: a rejection outlives kwok's stale Running (kubelet's status sync)" \
+      "$msg; reason=$(pod_field "$NS" status-sync '{.status.reason}')"
+  fi
+  kubectl -n "$NS" delete pod status-sync --grace-period=0 --wait=false >/dev/null 2>&1
+fi
+
 section "multi-card pod (tenant-b, two L4 per node)"
 use_tenant b
 e2e_ns b "$NS" || fail "device-plugin: namespace $NS (tenant-b)" "kubectl create namespace failed"

@@ -66,7 +66,10 @@ std::string write_config(const Configuration& c) {
                        {"ignoredNamespaces", strs(w.ignored_namespaces)},
                        {"runtimeClassName", str(w.runtime_class_name)},
                        {"gpuCorePolicy", str(w.gpu_core_policy)},
-                       {"overwriteEnv", w.overwrite_env}};
+                       {"overwriteEnv", w.overwrite_env},
+                       {"clientHelloTimeout", dur(w.client_hello_timeout)},
+                       {"maxConnections", w.max_connections},
+                       {"maxPendingPerSource", w.max_pending_per_source}};
   if (w.handshake_timeout) {
     webhook["handshakeTimeout"] = dur(*w.handshake_timeout);
   }
@@ -143,6 +146,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   require(validate_configuration(*c).ok());
   require(c->webhook.threads >= 1 && c->webhook.threads <= 256);
   require(c->webhook.max_body_bytes >= 1024 && c->webhook.max_body_bytes <= (64u << 20));
+  require(c->webhook.client_hello_timeout.count() > 0);
+  require(c->webhook.max_connections >= 1 && c->webhook.max_connections <= 1000000);
+  require(c->webhook.max_pending_per_source >= 1 && c->webhook.max_pending_per_source <= 1000000);
   require(c->devices.memory_factor >= 1 && c->devices.default_gpu_num >= 1 && c->devices.default_cores <= 100);
   require(c->scheduler.kube_qps >= 0.1 && c->verbosity >= 0 && c->verbosity <= 10);
   for (auto d : {c->webhook.read_timeout, c->webhook.idle_timeout, c->scheduler.node_lock_timeout,

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -17,6 +18,12 @@
 
 // Never co_await inside REQUIRE: Catch2 v2 wraps the expression in __builtin_constant_p, and g++-12
 // evaluates a co_await there, running the request twice.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -335,7 +342,7 @@ TEST_CASE("client-side rate limit: a wait beyond the deadline fails fast") {
   REQUIRE(server.requests().size() == 2);
 }
 
-TEST_CASE("stale pooled connection errors: ECONNABORTED and ENETRESET count like a reset or EOF") {
+TEST_CASE("stale pooled connection errors: ECONNABORTED, ENETRESET and ETIMEDOUT count like a reset or EOF") {
   namespace aerr = boost::asio::error;
   CHECK(is_stale_connection_error(aerr::connection_aborted));  // ECONNABORTED: was treated as a hard failure
   CHECK(is_stale_connection_error(aerr::network_reset));
@@ -344,8 +351,12 @@ TEST_CASE("stale pooled connection errors: ECONNABORTED and ENETRESET count like
   CHECK(is_stale_connection_error(aerr::eof));
   CHECK(is_stale_connection_error(boost::beast::http::error::end_of_stream));
   CHECK(is_stale_connection_error(boost::asio::ssl::error::stream_truncated));
-  // Not stale: the request itself failed (deadline, cancellation, refused connect, a bad response).
-  CHECK_FALSE(is_stale_connection_error(aerr::timed_out));
+  // ETIMEDOUT: the kernel gave up on a silent peer (keepalive probes unanswered, TCP_USER_TIMEOUT); was a hard
+  // failure. The same errno as a system_error, as a read on the socket returns it.
+  CHECK(is_stale_connection_error(aerr::timed_out));
+  CHECK(is_stale_connection_error(boost::system::error_code(ETIMEDOUT, boost::system::system_category())));
+  // Not stale: the request itself failed (its own deadline, cancellation, refused connect, a bad response).
+  CHECK_FALSE(is_stale_connection_error(boost::beast::error::timeout));
   CHECK_FALSE(is_stale_connection_error(aerr::operation_aborted));
   CHECK_FALSE(is_stale_connection_error(aerr::connection_refused));
   CHECK_FALSE(is_stale_connection_error(boost::beast::http::error::bad_version));
@@ -371,6 +382,147 @@ TEST_CASE("a pooled connection closed by the server is replaced transparently") 
   });
   REQUIRE(server.connections() == 2);
   REQUIRE(server.requests().size() == 2);
+}
+
+TEST_CASE("a stale pooled connection drops the whole pool: the retry connects afresh") {
+  asio::io_context io;
+  bool close_after = true;
+  // Two connections are pooled, then the server closes both (an API server restart): the next request must not
+  // fail on the second stale connection after the first.
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [&](const Recorded&) {
+    Reply r = ok_json(R"({"kind":"Status"})");
+    r.close = close_after;
+    return r;
+  });
+  auto client = make_client(io, config_for(server));
+  run_test(io, [&]() -> awaitable<void> {
+    int done = 0;
+    for (int i = 0; i < 2; ++i) {
+      asio::co_spawn(
+          io,
+          [&]() -> awaitable<void> {
+            auto r = co_await client->get("/warm");
+            REQUIRE(r);
+            ++done;
+          },
+          asio::detached);
+    }
+    for (int i = 0; i < 500 && done < 2; ++i) {
+      co_await sleep_for(10ms);
+    }
+    REQUIRE(done == 2);
+    REQUIRE(client->idle_connections() == 2);
+    co_await sleep_for(50ms);  // both FINs have arrived
+    close_after = false;
+    auto r = co_await client->get("/after");
+    REQUIRE(r);
+    REQUIRE(client->idle_connections() == 1);  // the fresh one; neither stale connection was kept
+  });
+  REQUIRE(server.connections() == 3);
+}
+
+namespace {
+// The TCP options of this process's socket connected to 127.0.0.1:`port` (the client's side of a test server
+// connection), found among /proc/self/fd. -1 values when there is none.
+struct SocketOptions {
+  int keepalive = -1, idle = -1, interval = -1, count = -1, user_timeout = -1;
+  int sockets = 0;  // client sockets found
+};
+SocketOptions client_socket_options(uint16_t port) {
+  SocketOptions out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    int fd = std::atoi(entry.path().filename().c_str());
+    sockaddr_in peer{};
+    socklen_t len = sizeof peer;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0 || peer.sin_family != AF_INET ||
+        ntohs(peer.sin_port) != port) {
+      continue;
+    }
+    ++out.sockets;
+    auto get = [fd](int level, int name) {
+      int v = -1;
+      socklen_t l = sizeof v;
+      return getsockopt(fd, level, name, &v, &l) == 0 ? v : -1;
+    };
+    out.keepalive = get(SOL_SOCKET, SO_KEEPALIVE);
+    out.idle = get(IPPROTO_TCP, TCP_KEEPIDLE);
+    out.interval = get(IPPROTO_TCP, TCP_KEEPINTVL);
+    out.count = get(IPPROTO_TCP, TCP_KEEPCNT);
+    out.user_timeout = get(IPPROTO_TCP, TCP_USER_TIMEOUT);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("TCP keepalive and TCP_USER_TIMEOUT on every API-server connection, pooled and watch") {
+  asio::io_context io;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [](const Recorded& r) {
+    if (r.target.find("watch=1") != std::string::npos) {
+      Reply hold{{chunked_stream(event_line("ADDED", "a", "1"), 500, false)}};
+      hold.hold = true;
+      return hold;
+    }
+    return ok_json(R"({"kind":"Status"})");
+  });
+  auto client = make_client(io, config_for(server));
+  run_test(io, [&]() -> awaitable<void> {
+    auto r = co_await client->get("/a");
+    REQUIRE(r);
+    REQUIRE(client->idle_connections() == 1);
+    const SocketOptions pooled = client_socket_options(server.port());
+    CHECK(pooled.sockets == 1);
+    CHECK(pooled.keepalive == 1);
+    CHECK(pooled.idle == 15);
+    CHECK(pooled.interval == 5);
+    CHECK(pooled.count == 3);
+    CHECK(pooled.user_timeout == 30000);
+    client->close_idle();
+
+    auto cancel = std::make_shared<Cancellation>();
+    SocketOptions watching;
+    const WatchOptions wo;
+    auto w = co_await client->watch(
+        "/api/v1/pods", wo,
+        [&](WatchEvent&) {
+          watching = client_socket_options(server.port());
+          asio::post(client->get_executor(), [cancel] { cancel->cancel(); });
+          return true;
+        },
+        cancel);
+    REQUIRE(w);
+    CHECK(watching.sockets == 1);
+    CHECK(watching.keepalive == 1);
+    CHECK(watching.idle == 15);
+    CHECK(watching.user_timeout == 30000);
+  });
+}
+
+TEST_CASE("set_tcp_keepalive: the given figures, and off") {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  TcpKeepalive k;
+  k.idle = 7s;
+  k.interval = 2s;
+  k.count = 4;
+  k.user_timeout = 12000ms;
+  REQUIRE_FALSE(set_tcp_keepalive(fd, k));
+  auto get = [fd](int level, int name) {
+    int v = -1;
+    socklen_t l = sizeof v;
+    getsockopt(fd, level, name, &v, &l);
+    return v;
+  };
+  CHECK(get(SOL_SOCKET, SO_KEEPALIVE) == 1);
+  CHECK(get(IPPROTO_TCP, TCP_KEEPIDLE) == 7);
+  CHECK(get(IPPROTO_TCP, TCP_KEEPINTVL) == 2);
+  CHECK(get(IPPROTO_TCP, TCP_KEEPCNT) == 4);
+  CHECK(get(IPPROTO_TCP, TCP_USER_TIMEOUT) == 12000);
+  k.enabled = false;
+  REQUIRE_FALSE(set_tcp_keepalive(fd, k));
+  CHECK(get(SOL_SOCKET, SO_KEEPALIVE) == 0);
+  ::close(fd);
+  // A handle that is not a socket: the error is returned, nothing thrown.
+  CHECK(set_tcp_keepalive(-1, TcpKeepalive{}) == boost::system::error_code(EBADF, boost::system::system_category()));
 }
 
 TEST_CASE("list follows continue tokens, a 410 on a continue token restarts once") {
@@ -585,6 +737,89 @@ TEST_CASE("watch: an over-long line, a bad line, a handler stop, and cancellatio
   });
 }
 
+TEST_CASE("watch: no byte for the read-idle deadline ends WatchEnd::idle; a slow but live stream does not") {
+  asio::io_context io;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [](const Recorded& r) {
+    if (r.target.find("silent-head") != std::string::npos) {
+      Reply nothing;  // accepted, the request read, no response header ever
+      nothing.hold = true;
+      return nothing;
+    }
+    if (r.target.find("trickle") != std::string::npos) {
+      // An event every 100 ms for about 700 ms: never 500 ms without a byte, although the whole stream lasts
+      // longer than the idle deadline.
+      Reply slow;
+      slow.writes.push_back(chunked_head());
+      for (int i = 1; i <= 6; ++i) {
+        slow.writes.push_back(chunk(event_line("MODIFIED", "a", std::to_string(i))));
+      }
+      slow.writes.push_back(last_chunk());
+      slow.pause = 100ms;
+      return slow;
+    }
+    // Two events, then silence on an open connection (a cut path: nothing is closed, nothing arrives).
+    Reply quiet{{chunked_stream(event_line("ADDED", "a", "7") + event_line("BOOKMARK", "", "8"), 500, false)}};
+    quiet.hold = true;
+    return quiet;
+  });
+  ClientOptions opts;
+  opts.watch_read_idle_timeout = 500ms;
+  auto client = make_client(io, config_for(server), opts);
+  run_test(io, [&]() -> awaitable<void> {
+    auto all = [](WatchEvent&) { return true; };
+    WatchOptions wo;
+    wo.resource_version = "5";
+    wo.timeout_seconds = 60;  // the watch's own deadline is a minute away: only the idle deadline can end it
+    auto started = std::chrono::steady_clock::now();
+    auto quiet = co_await client->watch("/api/v1/pods", wo, all);
+    auto took = std::chrono::steady_clock::now() - started;
+    REQUIRE(quiet);
+    CHECK(quiet->end == WatchEnd::idle);
+    CHECK(std::string(watch_end_name(quiet->end)) == "idle");
+    CHECK(quiet->last_resource_version == "8");
+    CHECK(quiet->events == 2);
+    CHECK(took >= 500ms);
+    CHECK(took < 5s);
+
+    auto head = co_await client->watch("/silent-head", wo, all);
+    REQUIRE(head);
+    CHECK(head->end == WatchEnd::idle);
+    CHECK(head->events == 0);
+
+    std::vector<std::string> rvs;
+    started = std::chrono::steady_clock::now();
+    auto trickle = co_await client->watch("/trickle", wo, [&](WatchEvent& e) {
+      rvs.push_back(e.resource_version);
+      return true;
+    });
+    took = std::chrono::steady_clock::now() - started;
+    REQUIRE(trickle);
+    CHECK(trickle->end == WatchEnd::closed);
+    CHECK(rvs == std::vector<std::string>{"1", "2", "3", "4", "5", "6"});
+    CHECK(took >= 600ms);
+  });
+}
+
+TEST_CASE("watch: read-idle deadline 0 is off") {
+  asio::io_context io;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [](const Recorded&) {
+    Reply slow;
+    slow.writes = {chunked_head(), chunk(event_line("ADDED", "a", "1")), last_chunk()};
+    slow.pause = 400ms;
+    return slow;
+  });
+  ClientOptions opts;
+  opts.watch_read_idle_timeout = 0ms;
+  auto client = make_client(io, config_for(server), opts);
+  run_test(io, [&]() -> awaitable<void> {
+    const WatchOptions wo;
+    auto r = co_await client->watch("/api/v1/pods", wo, [](WatchEvent&) { return true; });
+    REQUIRE(r);
+    CHECK(r->end == WatchEnd::closed);
+    CHECK(r->events == 1);
+  });
+}
+
 TEST_CASE("typed helpers: binding, pod status, events, leases") {
   asio::io_context io;
   std::string lease_rv = "5";
@@ -786,6 +1021,66 @@ TEST_CASE("reflector: list, watch, resume from the last RV, relist on 410, stop"
               "/api/v1/pods?watch=1&" + fs + "&resourceVersion=12&allowWatchBookmarks=true&timeoutSeconds=100",
               "/api/v1/pods?" + fs + "&limit=500",
               "/api/v1/pods?watch=1&" + fs + "&resourceVersion=20&allowWatchBookmarks=true&timeoutSeconds=100"});
+}
+
+TEST_CASE("reflector: an idle watch (dead connection) resumes from the last RV seen, with no relist") {
+  asio::io_context io;
+  int lists = 0;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [&](const Recorded& r) {
+    if (r.target.find("watch=1") == std::string::npos) {
+      ++lists;
+      return ok_json(
+          R"({"kind":"PodList","metadata":{"resourceVersion":"10"},"items":[{"metadata":{"name":"a","resourceVersion":"9"}}]})");
+    }
+    Reply quiet;
+    if (r.target.find("resourceVersion=10&") != std::string::npos) {
+      // An event and a bookmark, then the connection goes silent without closing.
+      quiet.writes = {chunked_stream(event_line("ADDED", "c", "11") + event_line("BOOKMARK", "", "12"), 9, false)};
+    } else if (r.target.find("resourceVersion=12&") != std::string::npos) {
+      quiet.writes = {chunked_stream(event_line("MODIFIED", "c", "13"), 9, false)};
+    } else {
+      quiet.writes = {chunked_head()};
+    }
+    quiet.hold = true;
+    return quiet;
+  });
+  ClientOptions opts;
+  opts.watch_read_idle_timeout = 250ms;
+  auto client = make_client(io, config_for(server), opts);
+  ReflectorOptions ro;
+  ro.resource = resources::pods();
+  ro.random = [] { return 0.0; };
+  ro.watch_timeout_seconds = 100;
+  std::vector<std::string> seen;
+  Reflector reflector(client, ro, [&](const ReflectorEvent& e) {
+    std::string s = reflector_event_type_name(e.type);
+    if (e.object != nullptr) {
+      s += ":" + name_of(*e.object);
+    }
+    seen.push_back(s + "@" + e.resource_version);
+  });
+  run_test(io, [&]() -> awaitable<void> {
+    bool done = false;
+    asio::co_spawn(io, reflector.run(), [&](std::exception_ptr) { done = true; });
+    for (int i = 0; i < 500 && seen.size() < 4; ++i) {
+      co_await sleep_for(10ms);
+    }
+    REQUIRE(seen.size() == 4);
+    reflector.stop();
+    for (int i = 0; i < 500 && !done; ++i) {
+      co_await sleep_for(10ms);
+    }
+    REQUIRE(done);
+  });
+  CHECK(seen == std::vector<std::string>{"RELISTED@10", "ADDED:c@11", "BOOKMARK:@12", "MODIFIED:c@13"});
+  CHECK(lists == 1);
+  CHECK(reflector.relists() == 1);
+  CHECK(reflector.idle_resumes() >= 1);
+  REQUIRE(server.requests().size() >= 3);
+  CHECK(server.requests()[1].target ==
+        "/api/v1/pods?watch=1&resourceVersion=10&allowWatchBookmarks=true&timeoutSeconds=100");
+  CHECK(server.requests()[2].target ==
+        "/api/v1/pods?watch=1&resourceVersion=12&allowWatchBookmarks=true&timeoutSeconds=100");
 }
 
 TEST_CASE("reflector delivers a paged list page by page, marking its first and last page, then watches") {

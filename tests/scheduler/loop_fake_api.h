@@ -379,6 +379,12 @@ class FakeApi : public LoopApi {
         }
         pm->as_object().erase("resourceVersion");
       }
+      // metadata.uid is immutable (ValidateObjectMetaUpdate): a patch naming another UID is refused, which is how
+      // kubelet's PatchPodStatus makes the UID a precondition.
+      if (auto* puid = pm->get_object().if_contains("uid"); puid != nullptr && *puid != meta["uid"]) {
+        return kube::ApiError{422, "Invalid",
+                              "metadata.uid: Invalid value: " + boost::json::serialize(*puid) + ": field is immutable"};
+      }
     }
     merge_patch(target, patch);
     target["metadata"].as_object()["resourceVersion"] = std::to_string(++rv);

@@ -202,3 +202,104 @@ TEST_CASE("device agent: a rejection's pods/status retries are bounded; a pod go
     CHECK(rig.agent->stats().status_abandoned == 0);
   }
 }
+
+namespace {
+
+// A pod the plugin admits without a lock (GetPendingPod's fallback): one container, one device entry. Its Allocate
+// makes five plugin requests: GET node, PATCH the erased entry, GET the pod, PATCH bind-phase, GET node (no lock
+// to release).
+json::object bound_pod(const std::string& name, const std::string& node) {
+  json::object pod = orphan_pod(name, node);
+  pod["metadata"].as_object()["annotations"] =
+      json::object{{"hami.io/vgpu-devices-to-allocate", "GPU-" + node + ",NVIDIA,1000,10:;"},
+                   {"hami.io/bind-time", "1"},
+                   {"hami.io/bind-phase", "allocating"},
+                   {"hami.io/vgpu-node", node}};
+  return pod;
+}
+
+}  // namespace
+
+TEST_CASE("device agent: each node's plugin requests wait for that node's own client limit (HAMi: 5 QPS, burst 10)",
+          "[mock_agent]") {
+  // The bucket's clock is frozen, so a token spent is never given back: a node gets its burst and no more. A burst
+  // of 5 holds exactly one pod's five plugin requests: on gpu-0 the second pod's first request waits (for 1000 s at
+  // this QPS), while gpu-1, with its own bucket, admits its pod. With one client for every node, or none, all pass.
+  AgentRig rig(MockAgentRetry{});
+  const auto frozen = std::chrono::steady_clock::now();
+  MockAgentPluginRate rate;
+  rate.qps = 0.001;
+  rate.burst = 5;
+  rate.now = [frozen] { return frozen; };
+  rig.agent->set_plugin_rate(rate);
+  rig.api->put_node(json::object{{"metadata", json::object{{"name", "gpu-1"}}}});
+  rig.io.run_for(std::chrono::milliseconds(5));
+  rig.io.restart();
+  rig.api->put_pod(bound_pod("a", "gpu-0"));
+  rig.api->put_pod(bound_pod("b", "gpu-0"));
+  rig.api->put_pod(bound_pod("d", "gpu-1"));
+  REQUIRE(testing::run_until(rig.io, [&] { return rig.agent->stats().admitted == 2; }));
+  rig.io.run_for(std::chrono::milliseconds(50));
+  CHECK(rig.agent->stats().admitted == 2);
+  CHECK(rig.agent->stats().rejected == 0);
+  CHECK(rig.agent->stats().plugin_requests == 11);  // 5 + 5 and the first of b's, which waits
+  CHECK(rig.agent->stats().plugin_throttled == 1);
+  CHECK(annotation(rig.api->pods.at("default/a"), "hami.io/bind-phase") == "success");
+  CHECK(annotation(rig.api->pods.at("default/d"), "hami.io/bind-phase") == "success");
+  CHECK(annotation(rig.api->pods.at("default/b"), "hami.io/bind-phase") == "allocating");
+  CHECK(rig.agent->in_flight() == 1);  // b is held by its node's limit, not lost
+}
+
+TEST_CASE("device agent: kubelet's status sync writes a rejection again when another writer turns the pod back",
+          "[mock_agent]") {
+  // The lab's kwok applies a pod-ready stage it computed before the rejection landed: the pod is Running again with
+  // no device. kubelet's status manager compares its status with the API's every 10 s and writes Failed again;
+  // the agent does the same every `status_sync`. Every write carries the pod's UID, so a pod recreated under the
+  // same name is never marked Failed by the rejection of the one before.
+  MockAgentRetry retry{std::chrono::milliseconds(1), std::chrono::milliseconds(4), std::chrono::seconds(10)};
+  retry.status_sync = std::chrono::milliseconds(5);
+  AgentRig rig(retry);
+  REQUIRE(rig.reject("a"));
+  REQUIRE(rig.phase("default/a") == "Failed");
+  const std::string uid = kube::uid_of(rig.api->pods.at("default/a"));
+
+  SECTION("turned back to Running: Failed again at the next sync, and again after a second time") {
+    for (int round = 1; round <= 2; ++round) {
+      json::object back = rig.api->pods.at("default/a");
+      back["status"] = json::object{{"phase", "Running"}};
+      rig.api->put_pod(back);
+      REQUIRE(testing::run_until(rig.io, [&] { return rig.phase("default/a") == "Failed"; }));
+      CHECK(rig.agent->stats().status_resyncs == static_cast<uint64_t>(round));
+    }
+    CHECK(rig.status_writes("default/a") == 3);
+    CHECK(string_at_pointer(rig.api->pods.at("default/a"), "/status/reason") == "UnexpectedAdmissionError");
+    CHECK(rig.agent->stats().rejected == 1);  // kubelet admits a pod once: no second Allocate
+  }
+  SECTION("a pod recreated under the same name, seen by the agent: the old rejection is forgotten") {
+    rig.api->delete_pod("default/a");
+    json::object fresh = orphan_pod("a", "gpu-0");
+    fresh["metadata"].as_object()["uid"] = "uid-second";
+    fresh["spec"].as_object()["containers"] = json::array{json::object{{"name", "c"}}};  // kubelet makes no call
+    fresh["status"] = json::object{{"phase", "Running"}};
+    rig.api->put_pod(fresh);
+    rig.io.run_for(std::chrono::milliseconds(50));
+    rig.io.restart();
+    CHECK(rig.phase("default/a") == "Running");
+    CHECK(rig.agent->stats().status_resyncs == 0);
+  }
+  SECTION("replaced behind the agent's back (its cache still has the old UID): the UID refuses the write") {
+    // The API holds a new pod under the name; the agent's cache still shows the old one turned Running.
+    json::object back = rig.api->pods.at("default/a");
+    back["status"] = json::object{{"phase", "Running"}};
+    rig.api->put_pod(back);
+    rig.api->pods.at("default/a")["metadata"].as_object()["uid"] = "uid-second";
+    REQUIRE(testing::run_until(rig.io,
+                               [&] { return rig.agent->stats().status_resyncs == 1 && rig.agent->in_flight() == 0; }));
+    rig.io.run_for(std::chrono::milliseconds(50));
+    rig.io.restart();
+    CHECK(rig.phase("default/a") == "Running");
+    CHECK(rig.agent->stats().status_resyncs == 1);  // written once, refused (422), then forgotten
+    CHECK(rig.agent->stats().status_abandoned == 0);
+  }
+  (void)uid;
+}

@@ -196,6 +196,43 @@ TEST_CASE("malformed bodies get HTTP 400 with a plain-text reason") {
   }
 }
 
+TEST_CASE("duplicate keys in the review's own objects get 400 naming the key; inside the pod they do not") {
+  const std::string pod = boost::json::serialize(fixture("single"));
+  const std::string request = R"({"uid":"u1","kind":{"kind":"Pod"},"operation":"CREATE","object":)" + pod + "}";
+  const std::string head = R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",)";
+  // Boost.JSON keeps the last of two equal keys; answering for either would be a guess, so neither is.
+  const std::pair<std::string, std::string> cases[] = {
+      {head + R"("request":)" + request + R"(,"request":)" + request + "}", "duplicate key \"request\""},
+      {R"({"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":)" + request +
+           "}",
+       "duplicate key \"kind\""},
+      {head + R"("request":{"uid":"u1","uid":"u2","kind":{"kind":"Pod"},"operation":"CREATE","object":)" + pod + "}}",
+       "duplicate key \"request.uid\""},
+      {head + R"("request":{"uid":"u1","kind":{"kind":"Pod"},"operation":"CREATE","object":)" + pod + R"(,"object":)" +
+           pod + "}}",
+       "duplicate key \"request.object\""},
+  };
+  for (const auto& [body, reason] : cases) {
+    INFO(body.substr(0, 120));
+    ReviewReply reply = review(body, Configuration{});
+    CHECK(reply.http_status == 400);
+    CHECK(reply.outcome == ReviewOutcome::rejected);
+    CHECK_THAT(reply.body, Catch::StartsWith("not an AdmissionReview: " + reason));
+    auto decoded = decode_admission_review(body);
+    REQUIRE_FALSE(decoded.ok());
+    CHECK(decoded.message() == "not an AdmissionReview: " + reason);
+  }
+  // The same key in different objects, and duplicates deeper down (the pod is the API server's, decoded by it
+  // already), are not the review's concern.
+  std::string nested = pod;
+  nested.insert(nested.find('{') + 1, R"("x":{"a":1,"a":2},)");
+  ReviewReply ok =
+      review(head + R"("request":{"uid":"u1","kind":{"kind":"Pod"},"operation":"CREATE","object":)" + nested + "}}",
+             Configuration{});
+  CHECK(ok.http_status == 200);
+  CHECK(ok.outcome == ReviewOutcome::patched);
+}
+
 TEST_CASE("a review larger than the stack buffer still decodes (heap spill)") {
   auto pod = fixture("single");
   boost::json::object labels;

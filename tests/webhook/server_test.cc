@@ -1,12 +1,14 @@
 // The TLS webhook server, in process on 127.0.0.1 port 0: a real AdmissionReview round trip with a Beast
 // TLS client (and curl / openssl s_client where installed), every bad-input case of issue 2 item 6 followed
-// by a good request, health and metrics endpoints, connection cap, certificate rotation.
+// by a good request, health and metrics endpoints, connection caps and the abuse cases of issue 14 item 3
+// (idle floods, the ClientHello deadline, per-source limits, plain HTTP on the TLS port), certificate rotation.
 #include "webhook/server.h"
 
 #include "certs/certs.h"
 #include "common/base64.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "tests/support/process.h"
 #include "tests/webhook/tls_client.h"
 #include "webhook/admission.h"
@@ -14,10 +16,18 @@
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -86,7 +96,7 @@ wh::ServerOptions test_options(const Pki& pki) {
 wh::ServerOptions one_short_deadline(const Pki& pki, std::chrono::milliseconds wh::ServerOptions::*deadline,
                                      std::chrono::milliseconds value) {
   auto o = test_options(pki);
-  o.handshake_timeout = o.read_timeout = o.write_timeout = o.idle_timeout = 60s;
+  o.client_hello_timeout = o.handshake_timeout = o.read_timeout = o.write_timeout = o.idle_timeout = 60s;
   o.*deadline = value;
   return o;
 }
@@ -141,6 +151,57 @@ double metric_value(const std::string& text, const std::string& series) {
     }
   }
   return -1;
+}
+
+/// A TCP connection from `source` (127.0.0.N) that sends nothing: one connection of an idle flood.
+class IdleSocket {
+ public:
+  explicit IdleSocket(uint16_t port, const char* source = "127.0.0.1") {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    REQUIRE(::inet_pton(AF_INET, source, &src.sin_addr) == 1);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&src), sizeof src) == 0);
+    sockaddr_in dst{};
+    dst.sin_family = AF_INET;
+    dst.sin_port = htons(port);
+    REQUIRE(::inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr) == 1);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&dst), sizeof dst) == 0);
+  }
+  ~IdleSocket() { ::close(fd_); }
+  IdleSocket(const IdleSocket&) = delete;
+  IdleSocket& operator=(const IdleSocket&) = delete;
+
+  /// True when the server closed the connection (EOF or reset) within `timeout`.
+  bool closed_within(std::chrono::milliseconds timeout) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) {
+      return false;
+    }
+    char c = 0;
+    return ::recv(fd_, &c, 1, MSG_DONTWAIT) <= 0;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+/// Waits until the server has accepted (and registered) `n` connections.
+bool wait_open(const wh::Server& server, size_t n) {
+  for (int i = 0; i < 400; ++i) {
+    if (server.open_connections() == n) {
+      return true;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+double closed_total(const std::string& reason) {
+  double v = metric_value(gpuslice::metrics::default_registry().serialize(),
+                          "gpuslice_webhook_connections_closed_total{reason=\"" + reason + "\"}");
+  return v < 0 ? 0 : v;
 }
 
 }  // namespace
@@ -247,10 +308,11 @@ TEST_CASE("server: TLS 1.0 and 1.1 handshakes are refused and the server keeps s
   expect_good_review(server.port(), pki.bundle.ca_cert_pem);
 }
 
-TEST_CASE("server: plain HTTP on the TLS port gets the connection closed") {
+TEST_CASE("server: plain HTTP on the TLS port gets a plain 400 saying the port speaks TLS") {
   Pki pki("plain");
   wh::Server server(test_options(pki), real_review());
   REQUIRE(server.start().ok());
+  const double before = closed_total("plain-http");
   RawClient raw(server.port());
   REQUIRE_FALSE(raw.connect());
   auto [ec, got] = raw.exchange(
@@ -258,7 +320,15 @@ TEST_CASE("server: plain HTTP on the TLS port gets the connection closed") {
       "Content-Length: 2\r\n\r\n{}",
       10s);
   CHECK(ec != beast::error::timeout);  // closed by the server, not by our deadline
-  CHECK(got.rfind("HTTP/", 0) == std::string::npos);
+  INFO(got);
+  CHECK(got.rfind("HTTP/1.1 400 Bad Request\r\n", 0) == 0);
+  CHECK(got.find("Connection: close\r\n") != std::string::npos);
+  CHECK(got.find("this port speaks TLS") != std::string::npos);
+  CHECK(closed_total("plain-http") == before + 1);
+  RawClient get(server.port());
+  REQUIRE_FALSE(get.connect());
+  auto [ec2, got2] = get.exchange("GET /readyz HTTP/1.0\r\n\r\n", 10s);
+  CHECK(got2.rfind("HTTP/1.1 400 Bad Request\r\n", 0) == 0);
   expect_good_review(server.port(), pki.bundle.ca_cert_pem);
 }
 
@@ -625,33 +695,202 @@ TEST_CASE("server: plain-HTTP health listener serves probes and metrics but not 
   CHECK(got2.rfind("HTTP/1.1 404", 0) == 0);
 }
 
-TEST_CASE("server: connections beyond max_connections are closed and capacity returns when one closes") {
-  Pki pki("maxconn");
+TEST_CASE("server: at the cap, connections that never sent a byte make room for a real TLS review") {
+  Pki pki("flood");
+  auto o = test_options(pki);
+  o.max_connections = 4;
+  o.client_hello_timeout = 60s;  // only the cap closes them here
+  o.handshake_timeout = 60s;
+  wh::Server server(o, real_review());
+  REQUIRE(server.start().ok());
+  const double before = closed_total("evicted");
+  std::vector<std::unique_ptr<IdleSocket>> idle;
+  for (int i = 0; i < 4; ++i) {
+    idle.push_back(std::make_unique<IdleSocket>(server.port()));
+  }
+  REQUIRE(wait_open(server, 4));
+  // The API server's new connection is admitted; the oldest idle one goes.
+  expect_good_review(server.port(), pki.bundle.ca_cert_pem, "at-cap");
+  CHECK(idle[0]->closed_within(5s));
+  for (int i = 1; i < 4; ++i) {
+    CHECK_FALSE(idle[i]->closed_within(0ms));
+  }
+  CHECK(closed_total("evicted") == before + 1);
+  // Reviews keep being admitted while the flood holds the cap, each one making room again.
+  for (int i = 0; i < 3; ++i) {
+    idle.push_back(std::make_unique<IdleSocket>(server.port()));
+    expect_good_review(server.port(), pki.bundle.ca_cert_pem, "flood-" + std::to_string(i));
+  }
+}
+
+TEST_CASE("server: at the cap with every connection established, the oldest idle keep-alive one makes room") {
+  Pki pki("idlecap");
   auto o = test_options(pki);
   o.max_connections = 2;
   wh::Server server(o, real_review());
   REQUIRE(server.start().ok());
-  auto a = std::make_unique<TlsClient>(server.port(), pki.bundle.ca_cert_pem);
+  TlsClient a(server.port(), pki.bundle.ca_cert_pem);
+  REQUIRE_FALSE(a.connect());
+  auto [ea, ra] = a.request(make_request(http::verb::get, "/livez", "", ""));  // established on both sides
+  REQUIRE_FALSE(ea);
   TlsClient b(server.port(), pki.bundle.ca_cert_pem);
-  REQUIRE_FALSE(a->connect());
   REQUIRE_FALSE(b.connect());
-  TlsClient third(server.port(), pki.bundle.ca_cert_pem);
-  CHECK(third.connect());  // accepted then closed at once: the handshake fails
-  a.reset();               // closes its socket
-  // The server notices the close asynchronously; retry briefly (no timing assertion, only eventual success).
+  auto [eb, rb] = b.request(make_request(http::verb::get, "/livez", "", ""));  // b is idle after a
+  REQUIRE_FALSE(eb);
+  REQUIRE(wait_open(server, 2));
+  expect_good_review(server.port(), pki.bundle.ca_cert_pem, "third");
+  CHECK(a.wait_closed(10s) != beast::error::timeout);  // a was idle longest
+  auto [ec, res] = b.request(make_request(http::verb::get, "/livez", "", ""));
+  CHECK_FALSE(ec);
+}
+
+TEST_CASE("server: at the cap with every connection inside a request, the new one is closed") {
+  Pki pki("busycap");
+  auto o = test_options(pki);
+  o.max_connections = 1;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  bool entered = false;
+  wh::Server server(o, [&](std::string_view body) {
+    std::unique_lock lock(mu);
+    entered = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+    static const gpuslice::Configuration config;
+    return wh::review(body, config);
+  });
+  REQUIRE(server.start().ok());
+  TlsClient a(server.port(), pki.bundle.ca_cert_pem);
+  REQUIRE_FALSE(a.connect());
+  std::pair<error_code, Response> answer;
+  std::thread in_flight([&] { answer = a.request(make_request(http::verb::post, "/mutate", review_body("busy"))); });
+  {
+    std::unique_lock lock(mu);
+    REQUIRE(cv.wait_for(lock, 10s, [&] { return entered; }));
+  }
+  TlsClient refused(server.port(), pki.bundle.ca_cert_pem);
+  CHECK(refused.connect());  // accepted, then closed at once: the handshake fails
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  in_flight.join();
+  REQUIRE_FALSE(answer.first);
+  check_patched_response(answer.second, "busy");
+  // a is idle again (once the server has written its answer): a new connection takes its room.
   bool served = false;
   for (int i = 0; i < 100 && !served; ++i) {
     TlsClient d(server.port(), pki.bundle.ca_cert_pem);
     if (!d.connect()) {
-      auto [ec, res] = d.request(make_request(http::verb::post, "/mutate", review_body("cap")));
+      auto [ec, res] = d.request(make_request(http::verb::post, "/mutate", review_body("after-busy")));
       served = !ec && res.result_int() == 200;
     } else {
-      std::this_thread::sleep_for(50ms);
+      std::this_thread::sleep_for(20ms);
     }
   }
   CHECK(served);
-  auto [ec, res] = b.request(make_request(http::verb::get, "/livez", "", ""));
-  CHECK_FALSE(ec);
+}
+
+TEST_CASE("server: a connection that sends no ClientHello is closed at the ClientHello deadline") {
+  Pki pki("hello");
+  wh::Server server(one_short_deadline(pki, &wh::ServerOptions::client_hello_timeout, 300ms), real_review());
+  REQUIRE(server.start().ok());
+  const double before = closed_total("client-hello-timeout");
+  IdleSocket idle(server.port());
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(idle.closed_within(20s));
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);  // long before the 60 s handshake deadline
+  CHECK(closed_total("client-hello-timeout") == before + 1);
+  // A client that sends its ClientHello at once is not affected.
+  expect_good_review(server.port(), pki.bundle.ca_cert_pem);
+}
+
+TEST_CASE(
+    "server: one source may hold max_pending_per_source connections in their handshake, established ones "
+    "uncounted") {
+  Pki pki("persource");
+  auto o = test_options(pki);
+  o.max_pending_per_source = 3;
+  o.client_hello_timeout = o.handshake_timeout = 60s;
+  wh::Server server(o, real_review());
+  REQUIRE(server.start().ok());
+  const double before = closed_total("per-source");
+  // Established connections from 127.0.0.1 (where the tests' TLS clients come from) do not count.
+  std::vector<std::unique_ptr<TlsClient>> established;
+  for (int i = 0; i < 4; ++i) {
+    established.push_back(std::make_unique<TlsClient>(server.port(), pki.bundle.ca_cert_pem));
+    REQUIRE_FALSE(established.back()->connect());
+    // Answered: the server has finished its side of the handshake too (TLS 1.3's client finishes first).
+    auto [ec, res] = established.back()->request(make_request(http::verb::get, "/livez", "", ""));
+    REQUIRE_FALSE(ec);
+  }
+  std::vector<std::unique_ptr<IdleSocket>> local;
+  for (int i = 0; i < 3; ++i) {
+    local.push_back(std::make_unique<IdleSocket>(server.port(), "127.0.0.1"));
+  }
+  std::vector<std::unique_ptr<IdleSocket>> other;
+  for (int i = 0; i < 3; ++i) {
+    other.push_back(std::make_unique<IdleSocket>(server.port(), "127.0.0.2"));
+  }
+  REQUIRE(wait_open(server, 10));
+  CHECK(closed_total("per-source") == before);
+  // A fourth pending one from 127.0.0.1 closes that source's oldest pending one, nobody else's.
+  local.push_back(std::make_unique<IdleSocket>(server.port(), "127.0.0.1"));
+  CHECK(local[0]->closed_within(5s));
+  CHECK(closed_total("per-source") == before + 1);
+  for (size_t i = 1; i < local.size(); ++i) {
+    CHECK_FALSE(local[i]->closed_within(0ms));
+  }
+  for (auto& s : other) {
+    CHECK_FALSE(s->closed_within(0ms));
+  }
+  for (auto& c : established) {
+    auto [ec, res] = c->request(make_request(http::verb::get, "/livez", "", ""));
+    CHECK_FALSE(ec);
+  }
+  expect_good_review(server.port(), pki.bundle.ca_cert_pem);
+}
+
+TEST_CASE("server: the health listener has its own cap and answers probes while the webhook port is flooded") {
+  Pki pki("healthcap");
+  auto o = test_options(pki);
+  o.health_bind_address = "127.0.0.1:0";
+  o.max_connections = 3;
+  o.client_hello_timeout = o.handshake_timeout = 60s;
+  wh::Server server(o, real_review());
+  REQUIRE(server.start().ok());
+  std::vector<std::unique_ptr<IdleSocket>> flood;
+  for (int i = 0; i < 3; ++i) {
+    flood.push_back(std::make_unique<IdleSocket>(server.port()));
+  }
+  REQUIRE(wait_open(server, 3));
+  for (int i = 0; i < 3; ++i) {
+    RawClient probe(server.health_port());
+    REQUIRE_FALSE(probe.connect());
+    auto [ec, got] = probe.exchange("GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 10s);
+    INFO(got);
+    CHECK(got.rfind("HTTP/1.1 200", 0) == 0);
+  }
+  for (auto& s : flood) {
+    CHECK_FALSE(s->closed_within(0ms));  // the probes took no room on the webhook listener
+  }
+}
+
+TEST_CASE("server: ServerOptions::from takes the connection limits and the ClientHello deadline") {
+  gpuslice::Configuration c;
+  auto o = wh::ServerOptions::from(c);
+  CHECK(o.client_hello_timeout == 3s);
+  CHECK(o.max_connections == 4096);
+  CHECK(o.max_pending_per_source == 1024);
+  c.webhook.client_hello_timeout = 1500ms;
+  c.webhook.max_connections = 10;
+  c.webhook.max_pending_per_source = 2;
+  o = wh::ServerOptions::from(c);
+  CHECK(o.client_hello_timeout == 1500ms);
+  CHECK(o.max_connections == 10);
+  CHECK(o.max_pending_per_source == 2);
 }
 
 TEST_CASE("server: certificate rotation applies to new connections without dropping open ones") {

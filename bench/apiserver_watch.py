@@ -24,31 +24,13 @@ import argparse
 import http.client
 import json
 import os
-import ssl
 import sys
 import time
 import urllib.parse
 
-import yaml
-
-
-def load_kubeconfig(path):
-    cfg = yaml.safe_load(open(path))
-    ctx_name = cfg.get("current-context")
-    ctx = next(c["context"] for c in cfg["contexts"] if c["name"] == ctx_name)
-    cluster = next(c["cluster"] for c in cfg["clusters"] if c["name"] == ctx["cluster"])
-    user = next(u["user"] for u in cfg["users"] if u["name"] == ctx["user"])
-    base = os.path.dirname(os.path.abspath(path))
-
-    def resolve(p):
-        return p if os.path.isabs(p) else os.path.join(base, p)
-
-    url = urllib.parse.urlparse(cluster["server"])
-    if url.hostname not in ("127.0.0.1", "localhost", "::1"):
-        sys.exit("apiserver_watch.py: refusing non-loopback server %s" % cluster["server"])
-    sslctx = ssl.create_default_context(cafile=resolve(cluster["certificate-authority"]))
-    sslctx.load_cert_chain(resolve(user["client-certificate"]), resolve(user["client-key"]))
-    return url.hostname, url.port or 443, sslctx
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lab"))
+import kubeapi  # noqa: E402  (lab/kubeapi.py)
+import yaml  # noqa: E402
 
 
 def request(host, port, sslctx, path, timeout):
@@ -79,7 +61,7 @@ def call(conn_factory, conn, method, path, body=None):
 def cmd_create(a):
     import concurrent.futures
     import threading
-    host, port, sslctx = load_kubeconfig(a.kubeconfig)
+    host, port, sslctx = kubeapi.load_kubeconfig(a.kubeconfig)
     obj = yaml.safe_load(open(a.template))
     kind = obj["kind"]
     if kind == "Pod":
@@ -119,7 +101,7 @@ def cmd_create(a):
 
 
 def cmd_delete_pods(a):
-    host, port, sslctx = load_kubeconfig(a.kubeconfig)
+    host, port, sslctx = kubeapi.load_kubeconfig(a.kubeconfig)
     factory = lambda: http.client.HTTPSConnection(host, port, context=sslctx, timeout=120)  # noqa: E731
     base = "/api/v1/namespaces/%s/pods" % urllib.parse.quote(a.namespace)
     sel = urllib.parse.urlencode({"labelSelector": a.selector})
@@ -164,7 +146,7 @@ def scheduled_reason(pod):
 
 
 def cmd_watch(a):
-    host, port, sslctx = load_kubeconfig(a.kubeconfig)
+    host, port, sslctx = kubeapi.load_kubeconfig(a.kubeconfig)
     q = {"labelSelector": a.selector} if a.selector else {}
     base = "/api/v1/namespaces/%s/pods" % urllib.parse.quote(a.namespace)
     deadline = time.time() + a.timeout if a.timeout > 0 else None

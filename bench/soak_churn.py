@@ -27,14 +27,14 @@ import json
 import os
 import re
 import shlex
-import ssl
 import subprocess
 import sys
 import threading
 import time
 import queue
 
-import yaml
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lab"))
+import kubeapi  # noqa: E402  (lab/kubeapi.py)
 
 # Series read from gpuslice's /metrics (summed over their label sets); a name the build lacks is left empty.
 METRICS = [
@@ -62,47 +62,8 @@ SPLIT = [
 ]
 
 
-def load_kubeconfig(path):
-    kc = yaml.safe_load(open(path))
-    ctx = next(c["context"] for c in kc["contexts"] if c["name"] == kc["current-context"])
-    cluster = next(c["cluster"] for c in kc["clusters"] if c["name"] == ctx["cluster"])
-    user = next(u["user"] for u in kc["users"] if u["name"] == ctx["user"])
-    hostport = cluster["server"][len("https://"):].rstrip("/")
-    host, port = hostport.rsplit(":", 1)
-    sslctx = ssl.create_default_context(cafile=cluster["certificate-authority"])
-    sslctx.load_cert_chain(user["client-certificate"], user["client-key"])
-    return host, int(port), sslctx
-
-
-class Api:
-    def __init__(self, host, port, sslctx):
-        self.host, self.port, self.sslctx, self.conn = host, port, sslctx, None
-
-    def request(self, method, path, body=None, timeout=15):
-        for attempt in range(2):
-            if self.conn is None:
-                self.conn = http.client.HTTPSConnection(self.host, self.port, context=self.sslctx, timeout=timeout)
-            try:
-                self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                                  headers={"Content-Type": "application/json", "Accept": "application/json"})
-                r = self.conn.getresponse()
-                return r.status, r.read()
-            except (OSError, http.client.HTTPException) as e:
-                self.conn.close()
-                self.conn = None
-                if attempt == 1:
-                    return None, str(e).encode()
-        return None, b""
-
-
 def pod_manifest(name, args):
-    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(args.mem), "nvidia.com/gpucores": str(args.cores)}
-    # No schedulerName: the webhook sets gpuslice's (a pod it did not mutate would be refused by the guard).
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": {"gpuslice.io/soak": "1"}},
-            "spec": {"terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                     "resources": {"limits": limits}}]}}
+    return kubeapi.gpu_pod(name, args.mem, args.cores, labels={"gpuslice.io/soak": "1"}, container="c")
 
 
 def pct(xs, q):
@@ -179,7 +140,7 @@ def main():
     args = ap.parse_args()
 
     max_live = args.max_live or int(3 * args.rate * args.lifetime)
-    host, port, sslctx = load_kubeconfig(args.kubeconfig)
+    host, port, sslctx = kubeapi.load_kubeconfig(args.kubeconfig)
     base = "/api/v1/namespaces/%s/pods" % args.namespace
     lock = threading.Lock()
     sent = {}        # name -> monotonic time the POST was sent (until bound or deleted)
@@ -200,7 +161,7 @@ def main():
             tot["errors"][kind] = tot["errors"].get(kind, 0) + 1
 
     def creator():
-        api = Api(host, port, sslctx)
+        api = kubeapi.Api(host, port, sslctx, timeout=15)
         while True:
             item = creates.get()
             if item is None:
@@ -232,7 +193,7 @@ def main():
                 err("create %s" % (reason if status is not None else "transport"))
 
     def deleter():
-        api = Api(host, port, sslctx)
+        api = kubeapi.Api(host, port, sslctx, timeout=15)
         while True:
             with lock:
                 item = None
@@ -282,7 +243,7 @@ def main():
         # An informer's way: list once, then watch from the last resourceVersion seen; relist only when the
         # server says 410 Gone (or a request fails). A starved kube-apiserver closes watches whose server-side
         # sender falls behind (every few seconds here): those are counted and resumed, not relisted.
-        api = Api(host, port, sslctx)
+        api = kubeapi.Api(host, port, sslctx, timeout=15)
         rv = None
         while not stop.is_set():
             if rv is None:

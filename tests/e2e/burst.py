@@ -14,68 +14,23 @@ API answered 201 (or 409 AlreadyExists for a retried create); a fraction of them
 or 404. Prints a one-line summary: creates ok/refused/failed, deletes, API errors by kind, longest outage.
 """
 import argparse
-import http.client
 import json
 import os
 import queue
 import random
-import ssl
+import sys
 import threading
 import time
 
-import yaml
-
-
-def load_kubeconfig(path):
-    kc = yaml.safe_load(open(path))
-    ctx_name = kc["current-context"]
-    ctx = next(c["context"] for c in kc["contexts"] if c["name"] == ctx_name)
-    cluster = next(c["cluster"] for c in kc["clusters"] if c["name"] == ctx["cluster"])
-    user = next(u["user"] for u in kc["users"] if u["name"] == ctx["user"])
-    server = cluster["server"]
-    assert server.startswith("https://")
-    hostport = server[len("https://"):].rstrip("/")
-    host, port = hostport.rsplit(":", 1)
-    sslctx = ssl.create_default_context(cafile=cluster["certificate-authority"])
-    sslctx.load_cert_chain(user["client-certificate"], user["client-key"])
-    return host, int(port), sslctx
-
-
-class Api:
-    def __init__(self, host, port, sslctx):
-        self.host, self.port, self.sslctx = host, port, sslctx
-        self.conn = None
-
-    def request(self, method, path, body=None, timeout=10):
-        for attempt in range(2):
-            if self.conn is None:
-                self.conn = http.client.HTTPSConnection(self.host, self.port, context=self.sslctx, timeout=timeout)
-            try:
-                hdrs = {"Content-Type": "application/json", "Accept": "application/json"}
-                self.conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=hdrs)
-                r = self.conn.getresponse()
-                data = r.read()
-                return r.status, data
-            except (OSError, http.client.HTTPException) as e:
-                self.conn.close()
-                self.conn = None
-                if attempt == 1:
-                    return None, str(e).encode()
-        return None, b""
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lab"))
+import kubeapi  # noqa: E402  (lab/kubeapi.py)
 
 
 def pod_manifest(name, args):
-    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(args.mem), "nvidia.com/gpucores": str(args.cores)}
-    spec = {"terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "cuda", "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
-                            "command": ["sleep", "infinity"], "resources": {"limits": limits}}]}
-    if args.node_selector:
-        k, v = args.node_selector.split("=", 1)
-        spec["nodeSelector"] = {k: v}
-    if args.scheduler_name:
-        spec["schedulerName"] = args.scheduler_name
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": {"gpuslice.io/burst": args.prefix}}, "spec": spec}
+    selector = dict([args.node_selector.split("=", 1)]) if args.node_selector else None
+    return kubeapi.gpu_pod(name, args.mem, args.cores, labels={"gpuslice.io/burst": args.prefix},
+                           image="nvidia/cuda:12.4.1-base-ubuntu22.04", command=["sleep", "infinity"],
+                           node_selector=selector, scheduler_name=args.scheduler_name or None)
 
 
 def main():
@@ -95,7 +50,7 @@ def main():
     ap.add_argument("--seed", type=int, default=int(os.environ.get("E2E_SEED", "14")))
     args = ap.parse_args()
     rnd = random.Random(args.seed)
-    host, port, sslctx = load_kubeconfig(args.kubeconfig)
+    host, port, sslctx = kubeapi.load_kubeconfig(args.kubeconfig)
     base = "/api/v1/namespaces/%s/pods" % args.namespace
     ledger = open(args.ledger, "a", buffering=1)
     lock = threading.Lock()
@@ -118,7 +73,7 @@ def main():
     stop = threading.Event()
 
     def creator():
-        api = Api(host, port, sslctx)
+        api = kubeapi.Api(host, port, sslctx)
         while True:
             name = creates.get()
             if name is None:
@@ -149,7 +104,7 @@ def main():
                 time.sleep(0.3)
 
     def deleter():
-        api = Api(host, port, sslctx)
+        api = kubeapi.Api(host, port, sslctx)
         while not stop.is_set() or deletes:
             now = time.monotonic()
             with lock:

@@ -318,8 +318,7 @@ Result<Configuration> parse_configuration(std::string_view yaml_text) {
                         return w.one_of(m, q, s.node_lock, {"hami", "off"});
                       }},
                      {"nodeLockTimeout", [&](N m, P q) { return w.duration(m, q, s.node_lock_timeout); }},
-                     {"nodeLockLookahead",
-                      [&](N m, P q) { return w.integer(m, q, s.node_lock_lookahead, 1, 100000); }},
+                     {"nodeLockLookahead", [&](N m, P q) { return w.integer(m, q, s.node_lock_lookahead, 1, 100000); }},
                      {"nodeLabelSelector", [&](N m, P q) { return w.str(m, q, s.node_label_selector); }},
                      {"kubeQPS", [&](N m, P q) { return w.number(m, q, s.kube_qps, 0.1); }},
                      {"kubeBurst", [&](N m, P q) { return w.integer(m, q, s.kube_burst, 1, 100000); }},

@@ -189,6 +189,7 @@ metadata:
   name: status-sync
   labels: {gpuslice.io/webhook: ignore}
 spec:
+  schedulerName: gpuslice-scheduler
   nodeName: tenant-a-gpu-0
   terminationGracePeriodSeconds: 0
   containers:
@@ -204,7 +205,7 @@ if [[ -z $KWOK_PID ]]; then
   fail "device-plugin: a rejection outlives kwok's stale Running" "no kwok process for tenant-a"
 else
   kill -STOP "$KWOK_PID"
-  sync_pod | kubectl -n "$NS" apply -f - >/dev/null 2>&1
+  created=$(sync_pod | kubectl -n "$NS" apply -f - 2>&1)
   rejected=no
   wait_for 30 is_phase Failed && rejected=yes
   kill -CONT "$KWOK_PID"
@@ -220,7 +221,7 @@ else
     pass "device-plugin: a rejection outlives kwok's stale Running (kubelet's status sync)" "$msg"
   else
     fail "device-plugin: a rejection outlives kwok's stale Running (kubelet's status sync)" \
-      "$msg; reason=$(pod_field "$NS" status-sync '{.status.reason}')"
+      "$msg; reason=$(pod_field "$NS" status-sync '{.status.reason}'); create: $created"
   fi
   kubectl -n "$NS" delete pod status-sync --grace-period=0 --wait=false >/dev/null 2>&1
 fi

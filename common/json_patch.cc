@@ -59,6 +59,9 @@ boost::json::array patch_to_json(const Patch& patch) {
       case PatchOp::Kind::remove:
         o["op"] = "remove";
         break;
+      case PatchOp::Kind::test:
+        o["op"] = "test";
+        break;
     }
     o["path"] = op.path;
     if (op.kind != PatchOp::Kind::remove) o["value"] = op.value;
@@ -81,6 +84,8 @@ const char* op_name(PatchOp::Kind k) {
       return "replace";
     case PatchOp::Kind::remove:
       return "remove";
+    case PatchOp::Kind::test:
+      return "test";
   }
   return "?";
 }
@@ -118,6 +123,9 @@ Status apply_one(boost::json::value& doc, const PatchOp& op) {
   if (auto st = split_pointer(op.path, tokens); !st.ok()) return st;
   if (tokens.empty()) {
     if (op.kind == PatchOp::Kind::remove) return make_error("cannot remove the whole document");
+    if (op.kind == PatchOp::Kind::test) {
+      return doc == op.value ? Status::Ok() : make_error("test failed: the document differs");
+    }
     doc = op.value;
     return Status::Ok();
   }
@@ -151,6 +159,12 @@ Status apply_one(boost::json::value& doc, const PatchOp& op) {
         if (it == o->end()) return make_error("\"" + last + "\" does not exist");
         o->erase(it);
         return Status::Ok();
+      case PatchOp::Kind::test:
+        if (it == o->end()) {
+          // evanphx/json-patch v4: an absent member tests equal to null.
+          return op.value.is_null() ? Status::Ok() : make_error("test failed: \"" + last + "\" does not exist");
+        }
+        return it->value() == op.value ? Status::Ok() : make_error("test failed: \"" + last + "\" differs");
     }
   }
   if (auto* a = parent->if_array()) {
@@ -173,6 +187,9 @@ Status apply_one(boost::json::value& doc, const PatchOp& op) {
         if (idx >= a->size()) return make_error("index " + last + " is past the end of the array");
         a->erase(a->begin() + static_cast<std::ptrdiff_t>(idx));
         return Status::Ok();
+      case PatchOp::Kind::test:
+        if (idx >= a->size()) return make_error("index " + last + " is past the end of the array");
+        return (*a)[idx] == op.value ? Status::Ok() : make_error("test failed: index " + last + " differs");
     }
   }
   return make_error("the parent of \"" + last + "\" is neither an object nor an array");

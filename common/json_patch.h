@@ -1,6 +1,6 @@
 #pragma once
 // RFC 6902 JSON Patch operations as plain data, and RFC 6901 pointer escaping. The mutation policy emits
-// these; nothing here applies a patch (the tests use an independent applier as an oracle).
+// these, the node lock sends test-and-set patches; apply_patch is simulate's (and the tests' fake API's) applier.
 
 #include "common/result.h"
 
@@ -13,7 +13,9 @@
 namespace gpuslice {
 
 struct PatchOp {
-  enum class Kind { add, replace, remove };
+  /// test: the value at `path` equals `value`; as kube-apiserver's applier (gopkg.in/evanphx/json-patch.v4
+  /// Patch.test), a null value also matches a member that is absent (its parent must exist).
+  enum class Kind { add, replace, remove, test };
   Kind kind = Kind::add;
   std::string path;          ///< RFC 6901 pointer, already escaped
   boost::json::value value;  ///< unused for remove
@@ -33,7 +35,7 @@ std::string serialize_patch(const Patch& patch);
 
 boost::json::array patch_to_json(const Patch& patch);
 
-/// Applies add/replace/remove ops to a copy of `doc` (used by `gpuslice simulate` to see the mutated pod).
+/// Applies add/replace/remove/test ops to a copy of `doc` (used by `gpuslice simulate` to see the mutated pod).
 /// Errors name the op index and path. Tests check the policy's patches with an independent applier.
 Result<boost::json::value> apply_patch(const boost::json::value& doc, const Patch& patch);
 

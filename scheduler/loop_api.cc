@@ -23,6 +23,10 @@ class ClientApi final : public LoopApi {
     co_return co_await client_->patch(kube::object_path(kube::resources::nodes(), "", name), kube::PatchType::merge,
                                       std::move(merge_patch));
   }
+  Task<kube::ApiResult<Object>> json_patch_node(std::string name, std::string json_patch) override {
+    co_return co_await client_->patch(kube::object_path(kube::resources::nodes(), "", name), kube::PatchType::json,
+                                      std::move(json_patch));
+  }
   Task<kube::ApiResult<Object>> get_pod(std::string ns, std::string name) override {
     co_return co_await client_->get(kube::object_path(kube::resources::pods(), ns, name));
   }

@@ -28,6 +28,8 @@ class LoopApi {
   virtual Task<kube::ApiResult<Object>> patch_claim(std::string ns, std::string name, std::string merge_patch) = 0;
   /// Merge patch of nodes/{name}; same precondition rule.
   virtual Task<kube::ApiResult<Object>> patch_node(std::string name, std::string merge_patch) = 0;
+  /// JSON Patch (RFC 6902) of nodes/{name}: a failed `test` op answers 422 Invalid and changes nothing.
+  virtual Task<kube::ApiResult<Object>> json_patch_node(std::string name, std::string json_patch) = 0;
   virtual Task<kube::ApiResult<Object>> get_pod(std::string ns, std::string name) = 0;
   virtual Task<kube::ApiResult<Object>> get_node(std::string name) = 0;
   /// pods/binding with the pod's UID as a precondition, carrying `metadata` (annotations, labels) onto the pod in

@@ -18,8 +18,8 @@ LoopMetrics& LoopMetrics::get() {
         r.gauge("gpuslice_scheduler_pending_pods", "Pods in the scheduling queue by state.", {"queue"}),
         r.gauge("gpuslice_scheduler_binds_in_flight", "Decisions being written and bound.", {}),
         r.counter("gpuslice_scheduler_node_lock_operations_total",
-                  "hami.io/mutex.lock operations by the scheduler (taken, released_bind_failed, released_expired, "
-                  "released_owner_gone).",
+                  "hami.io/mutex.lock operations by the scheduler (taken, conflict: a take found the lock changed and "
+                  "re-read the node, released_bind_failed, released_expired, released_owner_gone).",
                   {"operation"}),
         r.counter("gpuslice_scheduler_side_effects_dropped_total",
                   "Events and status patches dropped because too many were in flight.", {}),

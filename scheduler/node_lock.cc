@@ -1,6 +1,7 @@
 #include "scheduler/node_lock.h"
 
 #include "common/json_access.h"
+#include "common/json_patch.h"
 
 #include <boost/json/serialize.hpp>
 
@@ -149,6 +150,19 @@ std::string node_lock_patch(std::string_view resource_version, const std::option
   }
   meta["annotations"] = std::move(ann);
   return boost::json::serialize(boost::json::object{{"metadata", std::move(meta)}});
+}
+
+std::string node_lock_test_and_set(const std::optional<std::string>& expected,
+                                   const std::optional<std::string>& value) {
+  const std::string path = "/metadata/annotations/" + json_pointer_escape(kNodeLockAnnotation);
+  Patch p;
+  p.push_back({PatchOp::Kind::test, path, expected ? boost::json::value(*expected) : boost::json::value(nullptr)});
+  if (value) {
+    p.push_back({PatchOp::Kind::add, path, boost::json::value(*value)});
+  } else if (expected) {
+    p.push_back({PatchOp::Kind::remove, path, {}});
+  }
+  return serialize_patch(p);
 }
 
 PodBrief brief_of(const boost::json::object& pod) {

@@ -94,6 +94,15 @@ bool lock_expired(std::string_view value, WallTime now, std::chrono::millisecond
 /// resourceVersion as precondition when non-empty.
 std::string node_lock_patch(std::string_view resource_version, const std::optional<std::string>& value);
 
+/// JSON Patch (RFC 6902) that changes the lock annotation from `expected` (nullopt: absent) to `value` (nullopt:
+/// removed), and fails (422) when the annotation is not `expected` at the moment the API server applies it. The
+/// precondition is the lock itself, not the node's resourceVersion, so the node's other writers (kubelet's status,
+/// the device plugin's register annotations) do not make it fail: kube-apiserver re-applies a patch to the
+/// current object on a storage conflict (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go), and the
+/// test op of gopkg.in/evanphx/json-patch.v4 treats an absent member as equal to null. The node must already have
+/// a metadata.annotations map (else 422 too; the caller falls back to node_lock_patch).
+std::string node_lock_test_and_set(const std::optional<std::string>& expected, const std::optional<std::string>& value);
+
 /// What the lock janitor knows of a pod (from the pod watch or a GET).
 struct PodBrief {
   std::string uid;

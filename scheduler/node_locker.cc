@@ -111,6 +111,7 @@ asio::awaitable<bool> NodeLocker::acquire(std::string node, PodKey key) {
     }
   } leave{this, node, key};
   const auto deadline = options_.clock.steady() + options_.wait;
+  bool rv_fallback = false;
   while (!stopped_ && hooks_.may_write()) {
     if (auto it = lines_.find(node); it != lines_.end() && !it->second.empty() && !(it->second.front() == key)) {
       const auto now = options_.clock.steady();
@@ -149,9 +150,9 @@ asio::awaitable<bool> NodeLocker::acquire(std::string node, PodKey key) {
           log::info("taking over node lock", {{"node", node}, {"pod", key.str()}, {"reason", d.reason}});
           LoopMetrics::get().lock_ops.with({takeover_operation(d.action)}).inc();
         }
-        auto r = co_await api_->patch_node(
-            node,
-            node_lock_patch(mit->second.resource_version, format_node_lock(options_.clock.wall(), key.ns, key.name)));
+        const std::optional<std::string> seen = mit->second.lock;
+        auto r =
+            co_await write_lock(node, seen, format_node_lock(options_.clock.wall(), key.ns, key.name), rv_fallback);
         if (r) {
           hooks_.node_written(*r);
           ++taken_;
@@ -161,12 +162,17 @@ asio::awaitable<bool> NodeLocker::acquire(std::string node, PodKey key) {
         if (r.error().is_not_found()) {
           co_return false;
         }
-        if (r.error().is_conflict()) {
-          // Someone changed the node (often: the previous owner's release). Read it now rather than wait for
-          // the watch.
+        if (r.error().is_conflict() || r.error().code == 422) {
+          // The lock is no longer what we saw (often: the previous owner's release, or a rival's take). Read the
+          // node now rather than wait for the watch, then judge again.
+          LoopMetrics::get().lock_ops.with({"conflict"}).inc();
           auto g = co_await api_->get_node(node);
           if (g) {
             hooks_.node_written(*g);
+            auto now_seen = nodes_.find(node);
+            if (r.error().code == 422 && now_seen != nodes_.end() && now_seen->second.lock == seen) {
+              rv_fallback = true;  // the test failed though the lock is as seen: no annotations map to test in
+            }
           }
           continue;
         }
@@ -191,15 +197,29 @@ asio::awaitable<bool> NodeLocker::acquire(std::string node, PodKey key) {
   co_return false;
 }
 
+asio::awaitable<kube::ApiResult<boost::json::object>> NodeLocker::write_lock(const std::string& node,
+                                                                             const std::optional<std::string>& expected,
+                                                                             const std::optional<std::string>& value,
+                                                                             bool with_resource_version) {
+  if (with_resource_version) {
+    auto mit = nodes_.find(node);
+    const std::string rv = mit != nodes_.end() ? mit->second.resource_version : std::string();
+    co_return co_await api_->patch_node(node, node_lock_patch(rv, value));
+  }
+  co_return co_await api_->json_patch_node(node, node_lock_test_and_set(expected, value));
+}
+
 asio::awaitable<bool> NodeLocker::remove_lock(std::string node,
                                               std::function<bool(const std::optional<std::string>&)> still,
                                               int attempts) {
+  bool rv_fallback = false;
   for (int attempt = 0; attempt < attempts && !stopped_; ++attempt) {
     auto mit = nodes_.find(node);
     if (mit == nodes_.end() || !still(mit->second.lock)) {
       co_return false;  // gone or changed meanwhile: nothing of ours to remove
     }
-    auto r = co_await api_->patch_node(node, node_lock_patch(mit->second.resource_version, std::nullopt));
+    const std::optional<std::string> seen = mit->second.lock;
+    auto r = co_await write_lock(node, seen, std::nullopt, rv_fallback);
     if (r) {
       hooks_.node_written(*r);
       ++released_;
@@ -208,10 +228,15 @@ asio::awaitable<bool> NodeLocker::remove_lock(std::string node,
     if (r.error().is_not_found()) {
       co_return false;
     }
-    // Usually a 409: read the node now rather than wait for the watch, then judge again.
+    // Usually a failed test (422) or, on the fallback, a 409: read the node now rather than wait for the watch,
+    // then judge again.
     auto g = co_await api_->get_node(node);
     if (g) {
       hooks_.node_written(*g);
+      auto now_seen = nodes_.find(node);
+      if (r.error().code == 422 && now_seen != nodes_.end() && now_seen->second.lock == seen) {
+        rv_fallback = true;
+      }
     }
   }
   co_return false;

@@ -2,7 +2,10 @@
 // The node-lock I/O of the scheduling loop (hami-protocol.md §5): takes `hami.io/mutex.lock` on a node before a
 // GPU pod is bound there, releases it when binding fails, and releases locks whose owner is gone or whose time is
 // up (the janitor). The decisions are node_lock.h's pure functions; this class reads and writes the API through
-// the LoopApi seam, with the node's resourceVersion as precondition on every write.
+// the LoopApi seam. Every write is a test-and-set of the lock annotation alone (node_lock_test_and_set): it
+// fails when the lock is not what this process last saw, and only then, so the node's other writers (kubelet's
+// status, the device plugin) cost no conflict and no re-read. A node without an annotations map falls back to a
+// merge patch with the node's resourceVersion as precondition, as HAMi's own lock (an Update) does.
 //
 // Binders of one node queue in arrival order and only the head tries to take the lock, so a release wakes one
 // writer instead of a herd of conflicting patches (which would also drain the client's QPS budget).
@@ -101,6 +104,12 @@ class NodeLocker {
   boost::asio::awaitable<LockOwnerState> owner_state(const std::string& ns, const std::string& pod,
                                                      const std::string& node);
   boost::asio::awaitable<void> janitor(std::string node);
+  /// One write of the node's lock from `expected` to `value`: a test-and-set JSON patch, or with
+  /// `with_resource_version` a merge patch with the last observed resourceVersion as precondition.
+  boost::asio::awaitable<kube::ApiResult<boost::json::object>> write_lock(const std::string& node,
+                                                                          const std::optional<std::string>& expected,
+                                                                          const std::optional<std::string>& value,
+                                                                          bool with_resource_version);
   /// Removes the node's lock while `still(current value)` holds, re-reading the node after a failed write, at
   /// most `attempts` writes. True when this call removed it.
   boost::asio::awaitable<bool> remove_lock(std::string node,

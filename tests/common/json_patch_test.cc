@@ -26,3 +26,33 @@ TEST_CASE("patches serialize as RFC 6902 arrays") {
   CHECK(v.as_array()[1].as_object().at("op") == "remove");
   CHECK_FALSE(v.as_array()[1].as_object().contains("value"));
 }
+
+TEST_CASE("test ops: equal values pass, others fail and change nothing; an absent member equals null") {
+  const auto doc = boost::json::parse(R"({"metadata":{"annotations":{"lock":"a"},"name":"n"},"list":[1,2]})");
+  auto run = [&](Patch p) { return apply_patch(doc, p); };
+  // Test-and-set: passes when the value is as expected.
+  auto swapped = run({{PatchOp::Kind::test, "/metadata/annotations/lock", "a"},
+                      {PatchOp::Kind::add, "/metadata/annotations/lock", "b"}});
+  REQUIRE(swapped.ok());
+  CHECK(swapped->at_pointer("/metadata/annotations/lock") == "b");
+  // Another value: the whole patch fails, naming the op.
+  auto stale = run({{PatchOp::Kind::test, "/metadata/annotations/lock", "x"},
+                    {PatchOp::Kind::add, "/metadata/annotations/lock", "b"}});
+  REQUIRE_FALSE(stale.ok());
+  CHECK(stale.message().find("patch op 0 (test /metadata/annotations/lock)") != std::string::npos);
+  // evanphx/json-patch v4 (kube-apiserver's): an absent member tests equal to null, a present one does not.
+  CHECK(run({{PatchOp::Kind::test, "/metadata/annotations/other", nullptr}}).ok());
+  CHECK_FALSE(run({{PatchOp::Kind::test, "/metadata/annotations/lock", nullptr}}).ok());
+  CHECK_FALSE(run({{PatchOp::Kind::test, "/metadata/annotations/other", "a"}}).ok());
+  // ... but its parent must exist.
+  CHECK_FALSE(run({{PatchOp::Kind::test, "/metadata/labels/x", nullptr}}).ok());
+  // Arrays and the whole document.
+  CHECK(run({{PatchOp::Kind::test, "/list/1", 2}}).ok());
+  CHECK_FALSE(run({{PatchOp::Kind::test, "/list/2", nullptr}}).ok());
+  CHECK(run({{PatchOp::Kind::test, "", doc}}).ok());
+  CHECK_FALSE(run({{PatchOp::Kind::test, "", boost::json::object{}}}).ok());
+  // Serialized with its value, null included.
+  auto text = boost::json::parse(serialize_patch({{PatchOp::Kind::test, "/a", nullptr}}));
+  CHECK(text.as_array()[0].as_object().at("op") == "test");
+  CHECK(text.as_array()[0].as_object().at("value").is_null());
+}

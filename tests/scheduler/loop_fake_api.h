@@ -6,6 +6,7 @@
 // injected per call. Test-only.
 
 #include "common/json_access.h"
+#include "common/json_patch.h"
 #include "kube/reflector.h"
 #include "scheduler/loop_api.h"
 
@@ -175,6 +176,25 @@ class FakeApi : public LoopApi {
       co_return not_found("nodes", name);
     }
     auto r = apply(it->second, patch);
+    if (!r) {
+      co_return r.error();
+    }
+    deliver(node_sinks_, kube::ReflectorEventType::modified, it->second);
+    co_return it->second;
+  }
+  /// As kube-apiserver's JSON Patch (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go with
+  /// gopkg.in/evanphx/json-patch.v4): applied to the current object, all ops or none; a failed op (a `test` that
+  /// does not hold, a missing parent) answers 422 and changes nothing; an absent member tests equal to null.
+  /// metadata.resourceVersion is no precondition here unless a `test` op names it.
+  Task<kube::ApiResult<Object>> json_patch_node(std::string name, std::string patch) override {
+    if (auto e = injected("json_patch_node " + name)) {
+      co_return *e;
+    }
+    auto it = nodes.find(name);
+    if (it == nodes.end()) {
+      co_return not_found("nodes", name);
+    }
+    auto r = apply_json(it->second, patch);
     if (!r) {
       co_return r.error();
     }
@@ -387,6 +407,50 @@ class FakeApi : public LoopApi {
       }
     }
     merge_patch(target, patch);
+    target["metadata"].as_object()["resourceVersion"] = std::to_string(++rv);
+    return true;
+  }
+  kube::ApiResult<bool> apply_json(boost::json::object& target, const std::string& patch_text) {
+    boost::json::error_code ec;
+    auto pv = boost::json::parse(patch_text, ec);
+    if (ec || !pv.is_array()) {
+      return kube::ApiError{400, "BadRequest", "json patch is not an array"};
+    }
+    gpuslice::Patch ops;
+    for (const auto& v : pv.get_array()) {
+      const auto* o = v.if_object();
+      const auto* op = o != nullptr ? o->if_contains("op") : nullptr;
+      const auto* path = o != nullptr ? o->if_contains("path") : nullptr;
+      if (op == nullptr || !op->is_string() || path == nullptr || !path->is_string()) {
+        return kube::ApiError{400, "BadRequest", "json patch op without op or path"};
+      }
+      gpuslice::PatchOp p;
+      const std::string_view kind = op->get_string();
+      if (kind == "add") {
+        p.kind = gpuslice::PatchOp::Kind::add;
+      } else if (kind == "replace") {
+        p.kind = gpuslice::PatchOp::Kind::replace;
+      } else if (kind == "remove") {
+        p.kind = gpuslice::PatchOp::Kind::remove;
+      } else if (kind == "test") {
+        p.kind = gpuslice::PatchOp::Kind::test;
+      } else {
+        return kube::ApiError{422, "Invalid", "unexpected kind: " + std::string(kind)};
+      }
+      p.path = std::string(path->get_string());
+      if (const auto* val = o->if_contains("value")) {
+        p.value = *val;
+      }
+      ops.push_back(std::move(p));
+    }
+    auto out = gpuslice::apply_patch(boost::json::value(target), ops);
+    if (!out) {
+      return kube::ApiError{422, "", out.message()};
+    }
+    if (!out->is_object()) {
+      return kube::ApiError{422, "Invalid", "the patched object is not an object"};
+    }
+    target = std::move(out->get_object());
     target["metadata"].as_object()["resourceVersion"] = std::to_string(++rv);
     return true;
   }

@@ -139,6 +139,19 @@ TEST_CASE("node lock patch: set or remove the annotation, resourceVersion as pre
   CHECK_FALSE(blind.at("metadata").as_object().contains("resourceVersion"));
 }
 
+TEST_CASE("node lock test-and-set: the lock's expected value (null: absent) is tested before it is set or removed") {
+  const std::string v = "2026-11-30T07:48:24Z,team-a,p";
+  CHECK(json::parse(node_lock_test_and_set(std::nullopt, v)) ==
+        json::parse(R"([{"op":"test","path":"/metadata/annotations/hami.io~1mutex.lock","value":null},)"
+                    R"({"op":"add","path":"/metadata/annotations/hami.io~1mutex.lock","value":")" +
+                    v + R"("}])"));
+  CHECK(json::parse(node_lock_test_and_set("old", std::nullopt)) ==
+        json::parse(R"([{"op":"test","path":"/metadata/annotations/hami.io~1mutex.lock","value":"old"},)"
+                    R"({"op":"remove","path":"/metadata/annotations/hami.io~1mutex.lock"}])"));
+  // Nothing expected and nothing to write: only the test.
+  CHECK(json::parse(node_lock_test_and_set(std::nullopt, std::nullopt)).as_array().size() == 1);
+}
+
 TEST_CASE("pod brief: uid, nodeName, vgpu-node, bind-phase and phase; absent or mistyped fields are empty") {
   auto pod = json::parse(R"({"metadata":{"name":"p","uid":"u-1","annotations":{
       "hami.io/vgpu-node":"gpu-0","hami.io/bind-phase":"allocating"}},

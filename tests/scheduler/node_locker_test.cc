@@ -1,6 +1,7 @@
 // The node-lock I/O (scheduler/node_locker.h) against the in-memory API (loop_fake_api.h): taking a free lock
-// with the node's resourceVersion, waiting for a live holder, binders of one node served in arrival order with
-// one writer at a time, expired and orphaned locks taken over, a 409 re-read and retried, release only by the
+// with one write, waiting for a live holder, binders of one node served in arrival order with
+// one writer at a time, expired and orphaned locks taken over, test-and-set writes that other node writers do not
+// disturb (a changed lock re-read, a node without annotations locked by resourceVersion), release only by the
 // owner, the janitor, giving up after the wait, and stop().
 #include "scheduler/node_locker.h"
 
@@ -135,6 +136,8 @@ struct Harness {
   }
 
   long count(const std::string& call) const { return std::count(api->calls.begin(), api->calls.end(), call); }
+  /// Lock writes to `node`, of either kind (test-and-set JSON patch, or the merge patch with resourceVersion).
+  long writes(const std::string& node) const { return count("patch_node " + node) + count("json_patch_node " + node); }
 
   ~Harness() {
     locker->stop();
@@ -144,8 +147,7 @@ struct Harness {
 
 }  // namespace
 
-TEST_CASE("node locker: a free lock is taken with the node's resourceVersion; taking it again writes nothing",
-          "[node_locker]") {
+TEST_CASE("node locker: a free lock is taken with one write; taking it again writes nothing", "[node_locker]") {
   Harness h;
   h.put_node("gpu-0", std::nullopt);
   auto r = h.acquire("gpu-0", "p");
@@ -153,13 +155,13 @@ TEST_CASE("node locker: a free lock is taken with the node's resourceVersion; ta
   CHECK(**r);
   CHECK(h.lock("gpu-0") == format_node_lock(h.wall_now, "default", "p"));
   CHECK(h.locker->taken() == 1);
-  CHECK(h.count("patch_node gpu-0") == 1);
+  CHECK(h.writes("gpu-0") == 1);
 
   h.settle();
   auto again = h.acquire("gpu-0", "p");
   REQUIRE(h.run_until([&] { return again->has_value(); }));
   CHECK(**again);
-  CHECK(h.count("patch_node gpu-0") == 1);
+  CHECK(h.writes("gpu-0") == 1);
   CHECK(h.locker->taken() == 1);
 }
 
@@ -170,7 +172,7 @@ TEST_CASE("node locker: a live holder makes the binder wait until the lock is re
   auto r = h.acquire("gpu-0", "p");
   h.run_for(200ms);
   CHECK_FALSE(r->has_value());
-  CHECK(h.count("patch_node gpu-0") == 0);
+  CHECK(h.writes("gpu-0") == 0);
   CHECK(h.count("get_pod default/holder") == 0);  // the loop knew the owner: no GET
 
   h.put_node("gpu-0", std::nullopt);  // the device plugin releases it after Allocate
@@ -189,7 +191,7 @@ TEST_CASE("node locker: binders of one node take the lock in arrival order, one 
   auto b = h.acquire("gpu-0", "b");
   auto c = h.acquire("gpu-0", "c");
   h.run_for(100ms);
-  CHECK(h.count("patch_node gpu-0") == 0);
+  CHECK(h.writes("gpu-0") == 0);
 
   h.put_node("gpu-0", std::nullopt);
   REQUIRE(h.run_until([&] { return a->has_value(); }));
@@ -208,7 +210,7 @@ TEST_CASE("node locker: binders of one node take the lock in arrival order, one 
   CHECK(**c);
   CHECK(h.lock("gpu-0") == format_node_lock(h.wall_now, "default", "c"));
   // Three takes and two releases, no conflicting patch from a waiter.
-  CHECK(h.count("patch_node gpu-0") == 5);
+  CHECK(h.writes("gpu-0") == 5);
   CHECK(h.count("get_node gpu-0") == 0);
   CHECK(h.locker->taken() == 3);
   CHECK(h.locker->released() == 2);
@@ -253,7 +255,7 @@ TEST_CASE("node locker: an owner the API shows waiting for Allocate here keeps i
   CHECK_FALSE(**r);
   CHECK(h.count("get_pod default/holder") >= 1);
   CHECK(h.lock("gpu-0") == held);
-  CHECK(h.count("patch_node gpu-0") == 0);
+  CHECK(h.writes("gpu-0") == 0);
 }
 
 TEST_CASE("node locker: no node, not leading or stopped: not taken", "[node_locker]") {
@@ -267,7 +269,7 @@ TEST_CASE("node locker: no node, not leading or stopped: not taken", "[node_lock
   auto follower = h.acquire("gpu-0", "p");
   REQUIRE(h.run_until([&] { return follower->has_value(); }));
   CHECK_FALSE(**follower);
-  CHECK(h.count("patch_node gpu-0") == 0);
+  CHECK(h.writes("gpu-0") == 0);
 
   h.leading = true;
   h.owners["default/holder"] = LockOwnerState::active;
@@ -280,17 +282,54 @@ TEST_CASE("node locker: no node, not leading or stopped: not taken", "[node_lock
   CHECK_FALSE(**waiting);
 }
 
-TEST_CASE("node locker: a 409 on the lock patch re-reads the node and retries", "[node_locker]") {
+TEST_CASE("node locker: the node's other writers cost no conflict: the take tests the lock, not the resourceVersion",
+          "[node_locker]") {
   Harness h;
   h.put_node("gpu-0", std::nullopt);
-  // Someone changes the node and the watch has not told us yet: our resourceVersion is stale.
+  // kubelet (or the device plugin's register annotations) changed the node and the watch has not told us yet: the
+  // last resourceVersion we saw is stale, the lock is still free.
   h.api->nodes.at("gpu-0")["metadata"].as_object()["resourceVersion"] = "999";
   auto r = h.acquire("gpu-0", "p");
   REQUIRE(h.run_until([&] { return r->has_value(); }));
   CHECK(**r);
-  CHECK(h.count("get_node gpu-0") == 1);
-  CHECK(h.count("patch_node gpu-0") == 2);
+  CHECK(h.count("get_node gpu-0") == 0);
+  CHECK(h.count("json_patch_node gpu-0") == 1);
+  CHECK(h.count("patch_node gpu-0") == 0);
   CHECK(h.lock("gpu-0") == format_node_lock(h.wall_now, "default", "p"));
+}
+
+TEST_CASE("node locker: a lock taken by a rival after we looked fails the test; the binder re-reads and waits",
+          "[node_locker]") {
+  Harness h;
+  h.put_node("gpu-0", std::nullopt);
+  // Another scheduler (or HAMi's) took the lock; our cache still shows it free.
+  const std::string rival = format_node_lock(h.wall_now - 1s, "other", "rival");
+  h.api->nodes.at("gpu-0")["metadata"].as_object()["annotations"].as_object()[kNodeLockAnnotation] = rival;
+  h.owners["other/rival"] = LockOwnerState::active;
+  auto r = h.acquire("gpu-0", "p");
+  h.run_for(200ms);
+  CHECK_FALSE(r->has_value());  // waits for the rival's release rather than overwriting it
+  CHECK(h.lock("gpu-0") == rival);
+  CHECK(h.count("json_patch_node gpu-0") == 1);
+  CHECK(h.count("get_node gpu-0") == 1);
+  h.put_node("gpu-0", std::nullopt);  // the rival's device plugin released it
+  REQUIRE(h.run_until([&] { return r->has_value(); }));
+  CHECK(**r);
+  CHECK(h.lock("gpu-0") == format_node_lock(h.wall_now, "default", "p"));
+}
+
+TEST_CASE("node locker: a node without an annotations map is locked with the resourceVersion precondition",
+          "[node_locker]") {
+  Harness h;
+  h.api->put_node(json::object{{"metadata", json::object{{"name", "bare"}}}});
+  h.settle();
+  auto r = h.acquire("bare", "p");
+  REQUIRE(h.run_until([&] { return r->has_value(); }));
+  CHECK(**r);
+  CHECK(h.count("json_patch_node bare") == 1);  // 422: no map to test in
+  CHECK(h.count("get_node bare") == 1);
+  CHECK(h.count("patch_node bare") == 1);  // the merge patch with the fresh resourceVersion
+  CHECK(h.lock("bare") == format_node_lock(h.wall_now, "default", "p"));
 }
 
 TEST_CASE("node locker: release removes only the lock of that pod", "[node_locker]") {
@@ -298,13 +337,13 @@ TEST_CASE("node locker: release removes only the lock of that pod", "[node_locke
   h.owners["default/a"] = LockOwnerState::active;
   h.put_node("gpu-0", format_node_lock(h.wall_now - 10s, "default", "a"));
   h.release("gpu-0", "b");
-  CHECK(h.count("patch_node gpu-0") == 0);
+  CHECK(h.writes("gpu-0") == 0);
   CHECK(h.lock("gpu-0").has_value());
   h.release("gpu-0", "a");
   CHECK_FALSE(h.lock("gpu-0").has_value());
   CHECK(h.locker->released() == 1);
   h.release("gpu-0", "a");  // already gone: nothing to write
-  CHECK(h.count("patch_node gpu-0") == 1);
+  CHECK(h.writes("gpu-0") == 1);
 }
 
 TEST_CASE("node locker: the janitor releases orphaned and expired locks, keeps live ones, only when synced",

@@ -326,6 +326,7 @@ Result<Configuration> parse_configuration(std::string_view yaml_text) {
                      {"maxBackoff", [&](N m, P q) { return w.duration(m, q, s.max_backoff); }},
                      {"hamiLegacyMetrics", [&](N m, P q) { return w.boolean(m, q, s.hami_legacy_metrics); }},
                      {"scoreWeights", [&](N m, P q) { return score_weights(w, m, q, s.score_weights); }},
+                     {"defaultSpreading", [&](N m, P q) { return w.boolean(m, q, s.default_spreading); }},
                      {"preemption",
                       [&](N m, P q) {
                         return w.mapping(

@@ -105,6 +105,9 @@ struct SchedulerConfig {
   LeaderElectionConfig leader_election;
   PreemptionConfig preemption;
   ScoreWeights score_weights;
+  /// PodTopologySpread's system default constraints for a pod without constraints of its own (kube-scheduler's
+  /// `defaultingType: System`); false: none (`defaultingType: List` with no defaultConstraints).
+  bool default_spreading = true;
   /// Also export HAMi's pre-2.8 metric names (GPUDeviceMemoryAllocated, vGPUMemoryAllocated, ...) beside its v2.10
   /// ones, as HAMi's scheduler does with its LegacyMetrics setting; false saves 44 % of the status series' text.
   bool hami_legacy_metrics = true;

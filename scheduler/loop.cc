@@ -136,12 +136,19 @@ SchedulingLoop::SchedulingLoop(asio::any_io_executor executor, LoopOptions optio
       wake_timer_(executor),
       sweep_timer_(executor) {
   (void)LoopMetrics::get();
-  profile_ = framework::Framework::default_profile(options_.scheduler.score_weights);
+  profile_ =
+      framework::Framework::default_profile(options_.scheduler.score_weights, options_.scheduler.default_spreading);
   schedule_options_.profile = profile_.get();
   if (options_.scheduler.node_lock == "hami") {
     // A node with a bind holding or waiting for its lock takes no other GPU pod until the device plugin is done:
     // prefer another node the policy finds as good (ScheduleOptions::busy), so a burst spreads over locks.
-    busy_node_ = [this](std::string_view node) { return lock_binds_.count(node) != 0 || locker_.busy(node); };
+    // Its load: the binds in flight that need its lock, plus one while the locker holds or awaits it (a finished
+    // bind's lock stays until the device plugin releases it).
+    busy_node_ = [this](std::string_view node) -> size_t {
+      auto it = lock_binds_.find(node);
+      const size_t binds = it == lock_binds_.end() ? 0 : static_cast<size_t>(std::max(0, it->second));
+      return binds + (locker_.busy(node) ? 1 : 0);
+    };
     schedule_options_.busy = &busy_node_;
     schedule_options_.busy_lookahead = static_cast<size_t>(std::max(1, options_.scheduler.node_lock_lookahead));
   }

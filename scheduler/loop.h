@@ -99,9 +99,20 @@ struct LoopStats {
 };
 
 /// The cluster objects the default plugins (and preemption: PodDisruptionBudgets) read besides Pods and Nodes
-/// (one Reflector each).
-enum class ClusterObjectKind : size_t { namespace_labels, claim, volume, storage_class, csi_node, disruption_budget };
-inline constexpr size_t kClusterObjectKinds = 6;
+/// (one Reflector each); the last four only for their selectors (default spreading, spread_sources.h).
+enum class ClusterObjectKind : size_t {
+  namespace_labels,
+  claim,
+  volume,
+  storage_class,
+  csi_node,
+  disruption_budget,
+  service,
+  replication_controller,
+  replica_set,
+  stateful_set,
+};
+inline constexpr size_t kClusterObjectKinds = 10;
 std::string_view cluster_object_kind_name(ClusterObjectKind kind);
 
 class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
@@ -248,7 +259,7 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   std::set<std::string> relist_nodes_;                  // names of the nodes a paged node list had so far
   std::map<PodKey, std::string> binders_;               // pods being bound -> node
   std::map<std::string, int, std::less<>> lock_binds_;  // node -> binds in flight that need its lock
-  std::function<bool(std::string_view)> busy_node_;     // ScheduleOptions::busy (lock-aware choice)
+  std::function<size_t(std::string_view)> busy_node_;   // ScheduleOptions::busy (lock-aware choice)
   std::map<PodKey, std::pair<std::string, SteadyTime>> recent_binds_;  // bound by us lately (watch may lag)
   std::map<PodKey, int> conflict_retries_;                             // immediate re-decisions after a 409, bounded
   std::set<PodKey> scrubbing_;                                         // stale-annotation removals in flight

@@ -129,6 +129,10 @@ SchedulerService::SchedulerService(std::shared_ptr<kube::Client> client, const C
       {ClusterObjectKind::storage_class, kube::Resource{"storage.k8s.io", "v1", "storageclasses", false}},
       {ClusterObjectKind::csi_node, kube::Resource{"storage.k8s.io", "v1", "csinodes", false}},
       {ClusterObjectKind::disruption_budget, kube::Resource{"policy", "v1", "poddisruptionbudgets", true}},
+      {ClusterObjectKind::service, kube::Resource{"", "v1", "services", true}},
+      {ClusterObjectKind::replication_controller, kube::Resource{"", "v1", "replicationcontrollers", true}},
+      {ClusterObjectKind::replica_set, kube::Resource{"apps", "v1", "replicasets", true}},
+      {ClusterObjectKind::stateful_set, kube::Resource{"apps", "v1", "statefulsets", true}},
   };
   int bit = 8;
   for (const ObjectWatch& w : object_watches) {

@@ -67,7 +67,7 @@ class SchedulerService {
   std::shared_ptr<LeaderRunner> leader_;  // null when disabled
   std::shared_ptr<StatusPublisher> publisher_;
   std::vector<std::shared_ptr<kube::Reflector>> reflectors_;
-  /// One bit per Reflector: pods 1, nodes 2, resourcequotas 4, then the five cluster-object kinds.
+  /// One bit per Reflector: pods 1, nodes 2, resourcequotas 4, then one per cluster-object kind.
   static constexpr int kAllSynced = (1 << (3 + kClusterObjectKinds)) - 1;
   int synced_mask_ = 0;
 };

@@ -83,13 +83,14 @@ struct ScheduleOptions {
   /// bind before binding the pod (kube-scheduler's VolumeBinding PreBind). false: pods with an unbound
   /// WaitForFirstConsumer claim stay Pending with a message saying so.
   bool select_volume_nodes = false;
-  /// Lock-aware choice (issue 12; HAMi's node lock admits one GPU pod per node at a time): when set, a node it
-  /// answers true for has an allocation in progress (a bind holding or waiting for its lock). For a pod with a
-  /// GPU request, the policy's first choice is kept unless it is busy; then the first feasible node in policy
-  /// order that is not busy is taken instead, among the first `busy_lookahead` feasible nodes (without scoring)
-  /// or among the nodes whose total score equals the best (with scoring). When all of those are busy the
-  /// policy's first choice stands and the pod queues on its lock. Null: plain policy order.
-  const std::function<bool(std::string_view node)>* busy = nullptr;
+  /// Lock-aware choice (issue 12; HAMi's node lock admits one GPU pod per node at a time): when set, it answers
+  /// how many allocations are in progress on a node (binds holding or waiting for its lock; 0: free). For a pod
+  /// with a GPU request, the policy's first choice is kept unless it is busy; then the first feasible node in
+  /// policy order that is not busy is taken instead, among the first `busy_lookahead` feasible nodes (without
+  /// scoring) or among the nodes whose total score equals the best (with scoring). When all of those are busy
+  /// the least loaded of them is taken (the first in order on ties), so a burst queues evenly over their locks
+  /// rather than all on the first choice's. Null: plain policy order.
+  const std::function<size_t(std::string_view node)>* busy = nullptr;
   size_t busy_lookahead = 64;  ///< scheduler.nodeLockLookahead
 
   static ScheduleOptions from(const SchedulerConfig& config);

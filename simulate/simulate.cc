@@ -153,6 +153,17 @@ Result<SimulationResult> simulate(const SimulationInput& input, const Configurat
           if (!st.ok()) {
             return make_error(at + st.message());
           }
+        } else if (kind == "Service" || kind == "ReplicationController" || kind == "ReplicaSet" ||
+                   kind == "StatefulSet") {
+          // The selectors of default spreading (scheduler/framework/spread_sources.h).
+          SpreadSources& src = snap.objects().spread_sources();
+          Status st = kind == "Service"                 ? src.upsert_service(m.object)
+                      : kind == "ReplicationController" ? src.upsert_replication_controller(m.object)
+                      : kind == "ReplicaSet"            ? src.upsert_replica_set(m.object)
+                                                        : src.upsert_stateful_set(m.object);
+          if (!st.ok()) {
+            return make_error(at + st.message());
+          }
         } else if (kind == "Pod") {
           if (bound(m.object)) {
             auto prioritized = with_priority(m.object);
@@ -180,7 +191,8 @@ Result<SimulationResult> simulate(const SimulationInput& input, const Configurat
 
   SimulationResult result;
   ScheduleOptions options = ScheduleOptions::from(config.scheduler);
-  const auto profile = scheduler::framework::Framework::default_profile(config.scheduler.score_weights);
+  const auto profile = scheduler::framework::Framework::default_profile(config.scheduler.score_weights,
+                                                                        config.scheduler.default_spreading);
   options.profile = profile.get();     // scheduler.scoreWeights, as the live loop
   options.select_volume_nodes = true;  // as the live loop: a WaitForFirstConsumer claim gets the chosen node
   for (const Queued& q : queue) {

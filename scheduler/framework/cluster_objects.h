@@ -6,6 +6,7 @@
 
 #include "common/result.h"
 #include "scheduler/framework/pod_facts.h"
+#include "scheduler/framework/spread_sources.h"
 #include "scheduler/pod_info.h"
 
 #include <boost/json/object.hpp>
@@ -112,6 +113,10 @@ class ClusterObjects {
   /// "ns/name" -> budget.
   const std::map<std::string, DisruptionBudgetInfo, std::less<>>& disruption_budgets() const { return budgets_; }
 
+  /// Services, ReplicationControllers, ReplicaSets and StatefulSets: the selectors default spreading reads.
+  SpreadSources& spread_sources() { return spread_sources_; }
+  const SpreadSources& spread_sources() const { return spread_sources_; }
+
   size_t claim_count() const { return claims_.size(); }
   size_t volume_count() const { return volumes_.size(); }
 
@@ -122,6 +127,7 @@ class ClusterObjects {
   std::map<std::string, StorageClassInfo, std::less<>> classes_;
   std::map<std::string, std::map<std::string, int64_t, std::less<>>, std::less<>> csi_nodes_;
   std::map<std::string, DisruptionBudgetInfo, std::less<>> budgets_;  ///< "ns/name"
+  SpreadSources spread_sources_;
 };
 
 }  // namespace gpuslice::scheduler

@@ -3,6 +3,7 @@
 #include "scheduler/framework/plugins.h"
 
 #include <algorithm>
+#include <limits>
 
 // Followed: kubernetes/kubernetes pkg/scheduler/schedule_one.go (findNodesThatFitPod, numFeasibleNodesToFind,
 // prioritizeNodes, selectHost), pkg/scheduler/framework/runtime/framework.go (RunPreFilterPlugins,
@@ -17,6 +18,9 @@ PluginStatus Plugin::filter(const CycleContext&, const CycleState&, const NodeSt
   return PluginStatus::success();
 }
 bool Plugin::triggers_scoring(const CycleContext&, const CycleState&) const {
+  return false;
+}
+bool Plugin::scores_after_gpu_policy(const CycleContext&, const CycleState&) const {
   return false;
 }
 bool Plugin::pre_score(const CycleContext&, CycleState&, const std::vector<const NodeState*>&) const {
@@ -34,7 +38,7 @@ Framework::Framework(std::vector<std::unique_ptr<Plugin>> plugins) : plugins_(st
   }
 }
 
-std::unique_ptr<Framework> Framework::default_profile(const ScoreWeights& w) {
+std::unique_ptr<Framework> Framework::default_profile(const ScoreWeights& w, bool default_spreading) {
   std::vector<std::unique_ptr<Plugin>> p;
   p.push_back(make_node_unschedulable());
   p.push_back(make_node_name());
@@ -46,7 +50,7 @@ std::unique_ptr<Framework> Framework::default_profile(const ScoreWeights& w) {
   p.push_back(make_node_volume_limits());
   p.push_back(make_volume_binding());
   p.push_back(make_volume_zone());
-  p.push_back(make_pod_topology_spread(w.pod_topology_spread));
+  p.push_back(make_pod_topology_spread(w.pod_topology_spread, default_spreading));
   p.push_back(make_inter_pod_affinity(w.inter_pod_affinity));
   p.push_back(make_dynamic_resources());
   p.push_back(make_node_resources_balanced_allocation(w.node_resources_balanced_allocation));
@@ -151,7 +155,8 @@ Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const Schedule
     if (p->resource_score) {
       resources = true;
     } else if (p->triggers_scoring(ctx, state)) {
-      scoring = true;
+      // A score that ranks after the GPU policy for a GPU pod joins the resource level (tiered scoring).
+      (pod.gpu.any() && p->scores_after_gpu_policy(ctx, state) ? resources : scoring) = true;
     }
   }
   const bool gpu_pod = pod.gpu.any();
@@ -160,7 +165,9 @@ Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const Schedule
   const size_t want = full || tiered ? std::max<size_t>(1, feasible_nodes_to_find(d.nodes_total)) : 1;
   // Lock-aware (ScheduleOptions::busy): a GPU pod looks past a busy first choice, a bounded number of nodes.
   const bool lock_aware = options.busy != nullptr && *options.busy && gpu_pod;
-  auto busy = [&](const NodeState& n) { return lock_aware && (*options.busy)(n.name); };
+  // How many allocations are in progress on the node (0: free); busy when above 0.
+  auto load = [&](const NodeState& n) -> size_t { return lock_aware ? (*options.busy)(n.name) : 0; };
+  auto busy = [&](const NodeState& n) { return load(n) != 0; };
   const size_t lookahead = std::max<size_t>(1, options.busy_lookahead);
   size_t busy_seen = 0;
   bool free_seen = false;
@@ -198,10 +205,17 @@ Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const Schedule
   if (!feasible.empty()) {
     size_t best = 0;
     if (!full && !tiered) {
-      // The policy's first choice unless busy; then the first feasible node that is not (else the first).
+      // The policy's first choice unless busy; then the first feasible node that is not; when every node looked
+      // at is busy, the least loaded of them (the first in policy order on ties), so that a burst queues evenly
+      // over the lookahead's locks instead of all on the policy's first choice.
+      size_t least = std::numeric_limits<size_t>::max();
       for (size_t i = 0; i < feasible.size(); ++i) {
-        if (!busy(*feasible[i])) {
+        const size_t l = load(*feasible[i]);
+        if (l < least) {
+          least = l;
           best = i;
+        }
+        if (l == 0) {
           break;
         }
       }
@@ -210,7 +224,8 @@ Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const Schedule
       std::vector<int64_t> pref(feasible.size(), 0);
       std::vector<int64_t> res(feasible.size(), 0);
       for (const auto& p : plugins_) {
-        if (p->weight <= 0 || (!p->resource_score && !scoring) || !p->pre_score(ctx, state, feasible)) {
+        const bool after_policy = p->resource_score || p->scores_after_gpu_policy(ctx, state);
+        if (p->weight <= 0 || (!after_policy && !scoring) || !p->pre_score(ctx, state, feasible)) {
           continue;
         }
         std::vector<int64_t> s(feasible.size());
@@ -218,7 +233,7 @@ Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const Schedule
           s[i] = p->score(ctx, state, *feasible[i]);
         }
         p->normalize(ctx, state, s);
-        std::vector<int64_t>& into = p->resource_score && gpu_pod ? res : pref;
+        std::vector<int64_t>& into = after_policy && gpu_pod ? res : pref;
         for (size_t i = 0; i < feasible.size(); ++i) {
           into[i] += p->weight * s[i];
         }
@@ -239,14 +254,21 @@ Decision Framework::run(const Snapshot& snap, const PodInfo& pod, const Schedule
       best = rank[0];
       if (busy(*feasible[best])) {
         // With preferences: a node of the same preference score that is not busy; without: the first one that is
-        // not busy among the first busy_lookahead + 1 in rank order (the plain policy order's rule).
+        // not busy among the first busy_lookahead + 1 in rank order (the plain policy order's rule). When all of
+        // those are busy, the least loaded of them (the first in rank order on ties).
+        const size_t first = best;
+        size_t least = load(*feasible[best]);
         for (size_t k = 1; k < rank.size(); ++k) {
           const size_t i = rank[k];
-          if (scoring ? pref[i] != pref[best] : k > lookahead) {
+          if (scoring ? pref[i] != pref[first] : k > lookahead) {
             break;
           }
-          if (!busy(*feasible[i])) {
+          const size_t l = load(*feasible[i]);
+          if (l < least) {
+            least = l;
             best = i;
+          }
+          if (l == 0) {
             break;
           }
         }

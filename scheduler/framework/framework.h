@@ -106,6 +106,10 @@ class Plugin {
   /// PreScore over the feasible nodes; false leaves this plugin's score out (kube-scheduler's PreScore Skip).
   virtual bool pre_score(const CycleContext& ctx, CycleState& state,
                          const std::vector<const NodeState*>& feasible) const;
+  /// Whether, for a pod with a GPU request, this plugin's score for this pod ranks after the GPU node policy, with the
+  /// resource scores, rather than before it with the preferences (PodTopologySpread's system default constraints:
+  /// a spreading the pod did not ask for does not undo HAMi's binpack). Default: false.
+  virtual bool scores_after_gpu_policy(const CycleContext& ctx, const CycleState& state) const;
   /// A raw score for a feasible node (any range; normalize() maps the feasible nodes' scores to 0..100).
   virtual int64_t score(const CycleContext& ctx, const CycleState& state, const NodeState& node) const;
   /// Default: scores already in 0..100.
@@ -131,7 +135,8 @@ class Framework {
   /// kube-scheduler's default profile order (filters: NodeUnschedulable, NodeName, TaintToleration,
   /// NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone,
   /// PodTopologySpread, InterPodAffinity), DynamicResources, then GpuSlice.
-  static std::unique_ptr<Framework> default_profile(const ScoreWeights& weights = {});
+  /// `default_spreading`: PodTopologySpread's system default constraints (scheduler.defaultSpreading).
+  static std::unique_ptr<Framework> default_profile(const ScoreWeights& weights = {}, bool default_spreading = true);
 
   Decision run(const Snapshot& snapshot, const PodInfo& pod, const ScheduleOptions& options) const;
 

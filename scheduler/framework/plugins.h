@@ -61,7 +61,9 @@ std::unique_ptr<Plugin> make_volume_restrictions();
 std::unique_ptr<Plugin> make_node_volume_limits();
 std::unique_ptr<Plugin> make_volume_binding();
 std::unique_ptr<Plugin> make_volume_zone();
-std::unique_ptr<Plugin> make_pod_topology_spread(int64_t weight);
+/// `system_defaults`: score a pod without constraints of its own with kube-scheduler's system default constraints
+/// (false: kube-scheduler's `defaultingType: List` with no defaultConstraints).
+std::unique_ptr<Plugin> make_pod_topology_spread(int64_t weight, bool system_defaults = true);
 std::unique_ptr<Plugin> make_inter_pod_affinity(int64_t weight);
 std::unique_ptr<Plugin> make_dynamic_resources();
 /// Score only: how evenly cpu and memory would be used (kube-scheduler's NodeResourcesBalancedAllocation).

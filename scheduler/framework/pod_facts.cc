@@ -306,6 +306,29 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
     const json::value* del = meta->if_contains("deletionTimestamp");
     f.terminating = del != nullptr && !del->is_null();
     f.uid = string_at(*meta, "uid");
+    // metav1.GetControllerOf: the first ownerReference with controller: true.
+    if (const json::array* owners = array_at(*meta, "ownerReferences")) {
+      for (const json::value& ov : *owners) {
+        const json::object* o = ov.is_object() ? &ov.get_object() : nullptr;
+        const json::value* ctl = o ? o->if_contains("controller") : nullptr;
+        if (ctl == nullptr || !ctl->is_bool() || !ctl->get_bool()) {
+          continue;
+        }
+        const std::string api = string_at(*o, "apiVersion");
+        const std::string kind = string_at(*o, "kind");
+        if (api == "v1" && kind == "ReplicationController") {
+          f.controller_kind = ControllerKind::replication_controller;
+        } else if (api == "apps/v1" && kind == "ReplicaSet") {
+          f.controller_kind = ControllerKind::replica_set;
+        } else if (api == "apps/v1" && kind == "StatefulSet") {
+          f.controller_kind = ControllerKind::stateful_set;
+        }
+        if (f.controller_kind != ControllerKind::none) {
+          f.controller_name = string_at(*o, "name");
+        }
+        break;
+      }
+    }
   }
   if (const json::object* status = object_at(pod, "status")) {
     if (std::string st = string_at(*status, "startTime"); !st.empty()) {
@@ -333,8 +356,8 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
     f.preempt_never = string_at(*spec, "preemptionPolicy") == "Never";
   }
   if (spec == nullptr) {
-    if (f.labels.empty() && !f.terminating && f.uid.empty() && f.start_unix == 0 && f.nominated_node.empty() &&
-        !f.preemption_target) {
+    if (f.labels.empty() && f.controller_kind == ControllerKind::none && !f.terminating && f.uid.empty() &&
+        f.start_unix == 0 && f.nominated_node.empty() && !f.preemption_target) {
       return empty_pod_facts();
     }
     return std::shared_ptr<const PodFacts>(std::make_shared<PodFacts>(std::move(f)));

@@ -83,10 +83,17 @@ struct DiskVolume {
   std::vector<std::string> monitors;  ///< rbd: the same image conflicts only when the monitor sets overlap
 };
 
+/// The kinds of a pod's controller (its ownerReference with controller: true) that kube-scheduler's default
+/// spreading reads a selector from (helper.DefaultSelector): v1 ReplicationController, apps/v1 ReplicaSet and
+/// StatefulSet; any other controller is `none`.
+enum class ControllerKind : uint8_t { none, replication_controller, replica_set, stateful_set };
+
 struct PodFacts {
   Labels labels;
-  std::string node_name;     ///< spec.nodeName
-  bool terminating = false;  ///< metadata.deletionTimestamp set
+  ControllerKind controller_kind = ControllerKind::none;
+  std::string controller_name;  ///< set with controller_kind (the owner is looked up by name in the pod's namespace)
+  std::string node_name;        ///< spec.nodeName
+  bool terminating = false;     ///< metadata.deletionTimestamp set
   // Preemption (scheduler/preemption.h) reads these of the preemptor and of every counted pod.
   std::string uid;                             ///< metadata.uid (the victim's delete precondition)
   int32_t priority = 0;                        ///< spec.priority (the API server resolves priorityClassName into it)

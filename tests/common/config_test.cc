@@ -47,6 +47,19 @@ TEST_CASE("scheduler.hamiLegacyMetrics: HAMi's legacy metric names, on by defaul
   CHECK(bad.message().find("scheduler.hamiLegacyMetrics: \"sometimes\"") == 0);
 }
 
+TEST_CASE("scheduler.defaultSpreading: kube-scheduler's system default spreading, on unless turned off") {
+  auto head = std::string("apiVersion: gpuslice.io/v1alpha1\nkind: GpusliceConfiguration\n");
+  auto d = parse_configuration(head);
+  REQUIRE(d.ok());
+  CHECK(d->scheduler.default_spreading);
+  auto off = parse_configuration(head + "scheduler: {defaultSpreading: false}\n");
+  REQUIRE(off.ok());
+  CHECK_FALSE(off->scheduler.default_spreading);
+  auto bad = parse_configuration(head + "scheduler: {defaultSpreading: zone}\n");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.message().find("scheduler.defaultSpreading: \"zone\"") == 0);
+}
+
 TEST_CASE("scheduler.scoreWeights: kube-scheduler's default weights, a map of plugin name to weight") {
   auto head = std::string("apiVersion: gpuslice.io/v1alpha1\nkind: GpusliceConfiguration\n");
   auto d = parse_configuration(head);

@@ -106,6 +106,7 @@ std::string write_config(const Configuration& c) {
            {"kubeTimeout", dur(s.kube_timeout)},
            {"maxBackoff", dur(s.max_backoff)},
            {"hamiLegacyMetrics", s.hami_legacy_metrics},
+           {"defaultSpreading", s.default_spreading},
            {"scoreWeights",
             json::object{{"TaintToleration", s.score_weights.taint_toleration},
                          {"NodeAffinity", s.score_weights.node_affinity},

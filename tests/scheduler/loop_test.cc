@@ -879,6 +879,58 @@ TEST_CASE("loop: a pod's claim arriving on the PVC/PV watches gets it bound; nam
   h.finish();
 }
 
+TEST_CASE("loop: Service, ReplicationController, ReplicaSet and StatefulSet watches feed default spreading's store",
+          "[loop][objects]") {
+  Harness h;
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  h.start();
+  const SpreadSources& src = h.loop->snapshot().objects().spread_sources();
+  auto deliver = [&](ClusterObjectKind kind, kube::ReflectorEventType type, const json::object& o) {
+    kube::ReflectorEvent e;
+    e.type = type;
+    e.object = &o;
+    h.loop->on_cluster_object_event(kind, e);
+  };
+  json::object svc =
+      json::parse(R"({"metadata":{"name":"web","namespace":"shop"},"spec":{"selector":{"app":"web"}}})").as_object();
+  json::object rs = json::parse(R"({"metadata":{"name":"web-1","namespace":"shop"},"spec":{"selector":{
+      "matchLabels":{"app":"web","pod-template-hash":"1"}}}})")
+                        .as_object();
+  json::object rc =
+      json::parse(R"({"metadata":{"name":"old","namespace":"shop"},"spec":{"selector":{"gen":"1"}}})").as_object();
+  json::object ss =
+      json::parse(R"({"metadata":{"name":"db","namespace":"shop"},"spec":{"selector":{"matchLabels":{"app":"db"}}}})")
+          .as_object();
+  deliver(ClusterObjectKind::service, kube::ReflectorEventType::added, svc);
+  deliver(ClusterObjectKind::replica_set, kube::ReflectorEventType::added, rs);
+  deliver(ClusterObjectKind::replication_controller, kube::ReflectorEventType::added, rc);
+  deliver(ClusterObjectKind::stateful_set, kube::ReflectorEventType::added, ss);
+  CHECK(src.size() == 4);
+  auto pod = parse_pod_facts(json::parse(R"({"metadata":{"name":"p","namespace":"shop","labels":{"app":"web"},
+      "ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"web-1","uid":"u","controller":true}]}})")
+                                 .as_object());
+  REQUIRE(pod.ok());
+  CHECK(src.default_selector("shop", **pod).requirements.size() == 3);  // app (Service), app + hash (ReplicaSet)
+  // Deletions by key; a relist drops what the API no longer lists.
+  deliver(ClusterObjectKind::replica_set, kube::ReflectorEventType::deleted, rs);
+  CHECK(src.default_selector("shop", **pod).requirements.size() == 1);
+  std::vector<json::object> none;
+  kube::ReflectorEvent relist;
+  relist.type = kube::ReflectorEventType::relisted;
+  relist.items = &none;
+  h.loop->on_cluster_object_event(ClusterObjectKind::service, relist);
+  CHECK(src.default_selector("shop", **pod).requirements.empty());
+  CHECK(src.size() == 2);
+  // A malformed object is dropped (logged), never half-stored.
+  json::object bad =
+      json::parse(R"({"metadata":{"name":"db","namespace":"shop"},"spec":{"selector":{"matchExpressions":[
+      {"key":"app","operator":"Maybe"}]}}})")
+          .as_object();
+  deliver(ClusterObjectKind::stateful_set, kube::ReflectorEventType::modified, bad);
+  CHECK(src.size() == 1);
+  h.finish();
+}
+
 namespace {
 void deliver_objects(Harness& h, ClusterObjectKind kind, std::vector<json::object> items) {
   kube::ReflectorEvent e;

@@ -441,7 +441,14 @@ TEST_CASE("lock-aware choice: a busy first choice gives way to the next node in 
   REQUIRE(s.upsert_pod(placed_pod("u2", "n2", "GPU-n2,NVIDIA,40000,50:;")).ok());
   REQUIRE(s.upsert_pod(placed_pod("u3", "n3", "GPU-n3,NVIDIA,10000,10:;")).ok());
   std::set<std::string, std::less<>> busy_nodes;
-  std::function<bool(std::string_view)> busy = [&](std::string_view n) { return busy_nodes.count(n) != 0; };
+  std::map<std::string, size_t, std::less<>> loads;  // when set, a node's load (busy_nodes then unused)
+  std::function<size_t(std::string_view)> busy = [&](std::string_view n) -> size_t {
+    if (!loads.empty()) {
+      auto it = loads.find(n);
+      return it == loads.end() ? 0 : it->second;
+    }
+    return busy_nodes.count(n);
+  };
   ScheduleOptions o;
   o.busy = &busy;
   CHECK(decide(s, gpu_pod("p", "1", "100", "1"), o).node == "n2");  // nothing busy: the policy's choice
@@ -449,9 +456,21 @@ TEST_CASE("lock-aware choice: a busy first choice gives way to the next node in 
   CHECK(decide(s, gpu_pod("p", "1", "100", "1"), o).node == "n3");
   busy_nodes = {"n2", "n3"};
   CHECK(decide(s, gpu_pod("p", "1", "100", "1"), o).node != "n2");
-  // Every node busy: the policy's first choice stands (the pod queues on its lock).
+  // Every node equally busy: the policy's first choice stands (the pod queues on its lock).
   busy_nodes = {"n1", "n2", "n3", "n4"};
   CHECK(decide(s, gpu_pod("p", "1", "100", "1"), o).node == "n2");
+  // Every node busy, unevenly: the least loaded one looked at, the first in policy order on ties (n3 before n1).
+  loads = {{"n1", 1}, {"n2", 3}, {"n3", 1}, {"n4", 2}};
+  CHECK(decide(s, gpu_pod("p", "1", "100", "1"), o).node == "n3");
+  loads = {{"n1", 2}, {"n2", 3}, {"n3", 4}, {"n4", 2}};
+  CHECK(decide(s, gpu_pod("p", "1", "100", "1"), o).node == "n1");  // binpack order: n2, n3, n1, n4
+  // ... among the nodes the lookahead reached: with 2, n2 and n3 only.
+  o.busy_lookahead = 2;
+  CHECK(decide(s, gpu_pod("p", "1", "100", "1"), o).node == "n2");
+  loads = {{"n1", 1}, {"n2", 3}, {"n3", 2}, {"n4", 1}};
+  CHECK(decide(s, gpu_pod("p", "1", "100", "1"), o).node == "n3");
+  loads.clear();
+  o.busy_lookahead = 64;
   // Looking ahead is bounded: with a lookahead of 1 a busy first choice stays.
   busy_nodes = {"n2"};
   o.busy_lookahead = 1;

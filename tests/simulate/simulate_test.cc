@@ -306,3 +306,90 @@ spec: {priorityClassName: gold, containers: [{name: c}]}
   REQUIRE_FALSE(r3.ok());
   CHECK_THAT(r3.message(), Contains("x.yaml: document 0: spec.priorityClassName: \"gold\""));
 }
+
+TEST_CASE("simulate(): Service and ReplicaSet manifests give a pod kube-scheduler's default spreading",
+          "[manifest][simulate]") {
+  // n1 runs a replica of app=web (0.1 cpu), n2 a larger pod of another app (2 cpu); both cards are free, so the
+  // GPU node policy ties. The resource scores alone prefer n1; default spreading, fed by the Service's and the
+  // ReplicaSet's selectors, prefers n2, which runs no replica.
+  auto cluster = parse_manifests(R"(
+kind: Node
+metadata:
+  name: n1
+  labels: {kubernetes.io/hostname: n1, topology.kubernetes.io/zone: a}
+  annotations:
+    hami.io/node-nvidia-register: '[{"id":"GPU-1","count":10,"devmem":40000,"devcore":100,"type":"NVIDIA L40","health":true}]'
+status: {allocatable: {cpu: "8", memory: 32Gi, pods: "10", nvidia.com/gpu: "10"}}
+---
+kind: Node
+metadata:
+  name: n2
+  labels: {kubernetes.io/hostname: n2, topology.kubernetes.io/zone: b}
+  annotations:
+    hami.io/node-nvidia-register: '[{"id":"GPU-2","count":10,"devmem":40000,"devcore":100,"type":"NVIDIA L40","health":true}]'
+status: {allocatable: {cpu: "8", memory: 32Gi, pods: "10", nvidia.com/gpu: "10"}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec: {selector: {app: web}, ports: [{port: 80}]}
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: web-7c4d, namespace: default}
+spec:
+  selector: {matchLabels: {app: web, pod-template-hash: 7c4d}}
+  template: {metadata: {labels: {app: web, pod-template-hash: 7c4d}}, spec: {containers: [{name: c}]}}
+---
+kind: Pod
+metadata: {name: web-old, namespace: default, labels: {app: web, pod-template-hash: 7c4d}}
+spec: {nodeName: n1, containers: [{name: c, resources: {requests: {cpu: 100m, memory: 64Mi}}}]}
+---
+kind: Pod
+metadata: {name: batch, namespace: default, labels: {app: batch}}
+spec: {nodeName: n2, containers: [{name: c, resources: {requests: {cpu: "2", memory: 4Gi}}}]}
+)",
+                                 "cluster.yaml");
+  auto pods = parse_manifests(R"(
+kind: Pod
+metadata:
+  name: web-new
+  namespace: default
+  labels: {app: web, pod-template-hash: 7c4d}
+  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: web-7c4d, uid: u-1, controller: true}]
+spec:
+  containers:
+  - name: c
+    resources:
+      requests: {cpu: 500m, memory: 1Gi}
+      limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 4000}
+)",
+                              "pods.yaml");
+  REQUIRE(cluster.ok());
+  REQUIRE(pods.ok());
+  SimulationInput in;
+  in.node_files.emplace_back("cluster.yaml", cluster.value());
+  in.pod_files.emplace_back("pods.yaml", pods.value());
+  auto r = simulate(in, gpuslice::Configuration{}, 0);
+  REQUIRE(r.ok());
+  REQUIRE(r->pods.size() == 1);
+  CHECK(r->pods[0].status == "Scheduled");
+  CHECK(r->pods[0].node == std::optional<std::string>("n2"));
+
+  gpuslice::Configuration off;
+  off.scheduler.default_spreading = false;
+  auto r2 = simulate(in, off, 0);
+  REQUIRE(r2.ok());
+  CHECK(r2->pods[0].node == std::optional<std::string>("n1"));
+
+  // A Service whose selector is not a map of strings is an error naming the file, document, field and value.
+  auto bad = parse_manifests("kind: Service\nmetadata: {name: s, namespace: default}\nspec: {selector: {app: [web]}}\n",
+                             "bad.yaml");
+  REQUIRE(bad.ok());
+  SimulationInput in3;
+  in3.node_files.emplace_back("bad.yaml", bad.value());
+  auto r3 = simulate(in3, gpuslice::Configuration{}, 0);
+  REQUIRE_FALSE(r3.ok());
+  CHECK_THAT(r3.message(), Contains("bad.yaml: document 0: "));
+  CHECK_THAT(r3.message(), Contains("service default/s: spec.selector.app: [\"web\"] is not a string"));
+}

@@ -4,8 +4,13 @@
 // and pass the constraint's inclusion policies.
 // Followed: pkg/scheduler/framework/plugins/podtopologyspread/filtering.go (calPreFilterState, Filter,
 // minMatchNum), scoring.go (PreScore, Score with scoreForCount and topology weights, NormalizeScore), common.go.
-// Not applied: the cluster-level default constraints (kube-scheduler derives their selector from the Services,
-// ReplicaSets and StatefulSets owning the pod, which gpuslice does not watch).
+// Default spreading (plugin.go, common.go buildDefaultConstraints; apis/config/v1 systemDefaultConstraints): a pod
+// with no topologySpreadConstraints of its own scores with {maxSkew 3, kubernetes.io/hostname} and {maxSkew 5,
+// topology.kubernetes.io/zone}, both ScheduleAnyway, over the selector DefaultSelector builds from the Services,
+// ReplicationControllers, ReplicaSets and StatefulSets of the pod (spread_sources.h); none when that selector is
+// empty. With these system defaults a node need not carry both keys (scoring.go requireAllTopologies): a node
+// without a zone label is still scored for its hostname. For a pod with a GPU request the default score ranks
+// after the GPU node policy, with the resource scores (Plugin::scores_after_gpu_policy, docs/scheduling.md).
 
 #include "scheduler/framework/plugins.h"
 
@@ -13,6 +18,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
+#include <string_view>
 
 namespace gpuslice::scheduler::framework {
 namespace {
@@ -25,10 +32,22 @@ struct SpreadState final : StateData {
   std::vector<const SpreadConstraint*> soft;
   std::vector<std::map<std::string, int64_t, std::less<>>> soft_counts;
   std::vector<double> soft_weight;
+  // The system default constraints, when the pod has none of its own and DefaultSelector is not empty.
+  std::vector<SpreadConstraint> defaults;
+  bool defaulted = false;
 };
+
+inline constexpr std::string_view kHostnameLabel = "kubernetes.io/hostname";
+inline constexpr std::string_view kZoneLabel = "topology.kubernetes.io/zone";
 
 bool has_all_keys(const NodeState& n, const std::vector<const SpreadConstraint*>& cs) {
   return std::all_of(cs.begin(), cs.end(), [&](const SpreadConstraint* c) { return n.labels.count(c->topology_key); });
+}
+
+/// Whether `n` counts for constraint `i`: with the pod's own constraints the node must carry every key; with the
+/// system defaults only the constraint's own.
+bool has_keys(const NodeState& n, const std::vector<const SpreadConstraint*>& cs, size_t i, bool require_all) {
+  return require_all ? has_all_keys(n, cs) : n.labels.count(cs[i]->topology_key) != 0;
 }
 
 bool included(const SpreadConstraint& c, const PodInfo& pod, const NodeState& n) {
@@ -52,7 +71,7 @@ int64_t count_on(const Snapshot& snap, const NodeState& n, const SpreadConstrain
 }
 
 void count_domains(const CycleContext& ctx, const std::vector<const SpreadConstraint*>& cs,
-                   std::vector<std::map<std::string, int64_t, std::less<>>>& counts) {
+                   std::vector<std::map<std::string, int64_t, std::less<>>>& counts, bool require_all = true) {
   counts.assign(cs.size(), {});
   const Snapshot& snap = ctx.snapshot;
   if (ctx.options.use_pod_index) {
@@ -60,11 +79,8 @@ void count_domains(const CycleContext& ctx, const std::vector<const SpreadConstr
     // from the pod index (the selector's labels in the pod's namespace), counted where they run: the same counts
     // as walking every node's pods below, at O(nodes + pods that may match).
     snap.for_each_node([&](const NodeState& n) {
-      if (!has_all_keys(n, cs)) {
-        return;
-      }
       for (size_t i = 0; i < cs.size(); ++i) {
-        if (included(*cs[i], ctx.pod, n)) {
+        if (has_keys(n, cs, i, require_all) && included(*cs[i], ctx.pod, n)) {
           counts[i].try_emplace(n.labels.find(cs[i]->topology_key)->second, 0);
         }
       }
@@ -77,7 +93,7 @@ void count_domains(const CycleContext& ctx, const std::vector<const SpreadConstr
           return;
         }
         const NodeState* n = snap.find_node(rec.node);
-        if (n == nullptr || !has_all_keys(*n, cs) || !included(c, ctx.pod, *n)) {
+        if (n == nullptr || !has_keys(*n, cs, i, require_all) || !included(c, ctx.pod, *n)) {
           return;
         }
         ++counts[i][n->labels.find(c.topology_key)->second];
@@ -86,11 +102,8 @@ void count_domains(const CycleContext& ctx, const std::vector<const SpreadConstr
     return;
   }
   snap.for_each_node([&](const NodeState& n) {
-    if (!has_all_keys(n, cs)) {
-      return;
-    }
     for (size_t i = 0; i < cs.size(); ++i) {
-      if (!included(*cs[i], ctx.pod, n)) {
+      if (!has_keys(n, cs, i, require_all) || !included(*cs[i], ctx.pod, n)) {
         continue;
       }
       counts[i][n.labels.find(cs[i]->topology_key)->second] += count_on(ctx.snapshot, n, *cs[i], ctx.pod.ns);
@@ -100,13 +113,25 @@ void count_domains(const CycleContext& ctx, const std::vector<const SpreadConstr
 
 class PodTopologySpread final : public Plugin {
  public:
-  explicit PodTopologySpread(int64_t w) { weight = w; }
+  PodTopologySpread(int64_t w, bool system_defaults) : system_defaults_(system_defaults) { weight = w; }
   std::string_view name() const override { return names::kPodTopologySpread; }
 
   PluginStatus pre_filter(const CycleContext& ctx, CycleState& state) const override {
     auto st = std::make_unique<SpreadState>();
     for (const SpreadConstraint& c : ctx.facts.spread) {
       (c.hard ? st->hard : st->soft).push_back(&c);
+    }
+    if (ctx.facts.spread.empty() && system_defaults_) {
+      LabelSelector sel = ctx.snapshot.objects().spread_sources().default_selector(ctx.pod.ns, ctx.facts);
+      if (!sel.requirements.empty()) {
+        // Both ScheduleAnyway: scoring only (the defaults have no DoNotSchedule constraint to filter with).
+        st->defaults.push_back(SpreadConstraint{3, std::string(kHostnameLabel), false, sel, {}, true, false});
+        st->defaults.push_back(SpreadConstraint{5, std::string(kZoneLabel), false, std::move(sel), {}, true, false});
+        for (const SpreadConstraint& c : st->defaults) {
+          st->soft.push_back(&c);
+        }
+        st->defaulted = true;
+      }
     }
     if (st->hard.empty()) {
       state.write(slot, std::move(st));
@@ -145,32 +170,61 @@ class PodTopologySpread final : public Plugin {
     return PluginStatus::success();
   }
 
-  bool triggers_scoring(const CycleContext& ctx, const CycleState&) const override {
-    return std::any_of(ctx.facts.spread.begin(), ctx.facts.spread.end(),
-                       [](const SpreadConstraint& c) { return !c.hard; });
+  bool triggers_scoring(const CycleContext&, const CycleState& state) const override {
+    const SpreadState* st = state.read<SpreadState>(slot);
+    return st != nullptr && !st->soft.empty();
   }
 
-  bool pre_score(const CycleContext& ctx, CycleState& state, const std::vector<const NodeState*>&) const override {
+  bool scores_after_gpu_policy(const CycleContext&, const CycleState& state) const override {
+    const SpreadState* st = state.read<SpreadState>(slot);
+    return st != nullptr && st->defaulted;
+  }
+
+  bool pre_score(const CycleContext& ctx, CycleState& state,
+                 const std::vector<const NodeState*>& feasible) const override {
     SpreadState* st = state.mutable_read<SpreadState>(slot);
     if (st == nullptr || st->soft.empty()) {
       return false;
     }
-    count_domains(ctx, st->soft, st->soft_counts);
+    const bool require_all = !st->defaulted;
+    count_domains(ctx, st->soft, st->soft_counts, require_all);
+    // Upstream (scoring.go initPreScoreState) weighs each constraint by log(size + 2), its size taken over the
+    // nodes that passed the filters and are not ignored: for a hostname key their number, for any other key the
+    // distinct values among them (with the system defaults a node lacking the key is the value "").
+    st->soft_weight.assign(st->soft.size(), 0);
+    std::vector<std::set<std::string_view>> values(st->soft.size());
+    size_t scored = 0;
+    for (const NodeState* n : feasible) {
+      if (require_all && !has_all_keys(*n, st->soft)) {
+        continue;
+      }
+      ++scored;
+      for (size_t i = 0; i < st->soft.size(); ++i) {
+        if (st->soft[i]->topology_key != kHostnameLabel) {
+          auto lv = n->labels.find(st->soft[i]->topology_key);
+          values[i].insert(lv == n->labels.end() ? std::string_view() : std::string_view(lv->second));
+        }
+      }
+    }
     for (size_t i = 0; i < st->soft.size(); ++i) {
-      // Hostname domains are as many as the nodes; upstream weighs each constraint by log(domains + 2).
-      st->soft_weight.push_back(std::log(static_cast<double>(st->soft_counts[i].size()) + 2));
+      const size_t size = st->soft[i]->topology_key == kHostnameLabel ? scored : values[i].size();
+      st->soft_weight[i] = std::log(static_cast<double>(size) + 2);
     }
     return true;
   }
 
   int64_t score(const CycleContext&, const CycleState& state, const NodeState& node) const override {
     const SpreadState* st = state.read<SpreadState>(slot);
-    if (!has_all_keys(node, st->soft)) {
+    if (!st->defaulted && !has_all_keys(node, st->soft)) {
       return -1;  // ignored node: normalised to 0
     }
     double s = 0;
     for (size_t i = 0; i < st->soft.size(); ++i) {
-      auto it = st->soft_counts[i].find(node.labels.find(st->soft[i]->topology_key)->second);
+      auto lv = node.labels.find(st->soft[i]->topology_key);
+      if (lv == node.labels.end()) {
+        continue;  // system defaults: a constraint whose key the node lacks adds nothing
+      }
+      auto it = st->soft_counts[i].find(lv->second);
       const int64_t cnt = it == st->soft_counts[i].end() ? 0 : it->second;
       s += static_cast<double>(cnt) * st->soft_weight[i] + static_cast<double>(st->soft[i]->max_skew - 1);
     }
@@ -197,12 +251,15 @@ class PodTopologySpread final : public Plugin {
       }
     }
   }
+
+ private:
+  bool system_defaults_;
 };
 
 }  // namespace
 
-std::unique_ptr<Plugin> make_pod_topology_spread(int64_t weight) {
-  return std::make_unique<PodTopologySpread>(weight);
+std::unique_ptr<Plugin> make_pod_topology_spread(int64_t weight, bool system_defaults) {
+  return std::make_unique<PodTopologySpread>(weight, system_defaults);
 }
 
 }  // namespace gpuslice::scheduler::framework

@@ -69,10 +69,10 @@ json::object cpu_only(const std::string& name, const std::string& node, const st
            R"(","memory":"1Gi"}}}]},"status":{"phase":"Running"}})");
 }
 Decision decide_with(const Snapshot& s, const json::object& pod, const framework::ScoreWeights& w,
-                     std::string node_policy = "binpack") {
+                     std::string node_policy = "binpack", bool default_spreading = true) {
   auto info = parse_pod(pod, gpuslice::DeviceConfig{});
   REQUIRE(info.ok());
-  auto profile = framework::Framework::default_profile(w);
+  auto profile = framework::Framework::default_profile(w, default_spreading);
   ScheduleOptions o;
   o.node_policy = std::move(node_policy);
   o.profile = profile.get();
@@ -139,14 +139,54 @@ TEST_CASE("Scores: the lock-aware choice looks past a busy first choice in rank 
   REQUIRE(s.upsert_pod(cpu_only("busy2", "n2", "8")));
   auto info = parse_pod(gpu_cpu_pod("p", "1"), gpuslice::DeviceConfig{});
   REQUIRE(info.ok());
-  std::function<bool(std::string_view)> busy = [](std::string_view n) { return n == "n1"; };
+  std::function<size_t(std::string_view)> busy = [](std::string_view n) -> size_t { return n == "n1" ? 1 : 0; };
   ScheduleOptions o;
   o.busy = &busy;
   // All three tie on the GPU node score; resources rank n1 = n3 > n2; n1 is busy: n3.
   Decision d = schedule(s, *info, o);
   CHECK(d.node == "n3");
-  busy = [](std::string_view n) { return n != "n2"; };
+  busy = [](std::string_view n) -> size_t { return n != "n2" ? 1 : 0; };
   CHECK(schedule(s, *info, o).node == "n2");
-  busy = [](std::string_view) { return true; };
-  CHECK(schedule(s, *info, o).node == "n1");  // all busy: the first choice stands
+  busy = [](std::string_view) -> size_t { return 1; };
+  CHECK(schedule(s, *info, o).node == "n1");  // all equally busy: the first choice stands
+  busy = [](std::string_view n) -> size_t { return n == "n1" ? 2 : 1; };
+  CHECK(schedule(s, *info, o).node == "n3");  // all busy: the least loaded, in rank order (n3 before n2)
+}
+
+TEST_CASE("Scores: default spreading ranks after the GPU node policy for a GPU pod, above the resource scores") {
+  // A Service selects app=web, so an app=web pod without constraints of its own gets kube-scheduler's system
+  // default spreading (hostname maxSkew 3, zone maxSkew 5, ScheduleAnyway). n1 holds a GPU replica; n2 a
+  // CPU-only replica (1 cpu); n3 a larger pod of another app (4 cpu).
+  Snapshot s =
+      cluster({NodeSpec{"n1", {card("GPU-n1")}}, NodeSpec{"n2", {card("GPU-n2")}}, NodeSpec{"n3", {card("GPU-n3")}}});
+  REQUIRE(s.objects().spread_sources().upsert_service(
+      J(R"({"metadata":{"name":"web","namespace":"default"},"spec":{"selector":{"app":"web"}}})")));
+  json::object g = placed_pod("g", "n1", "GPU-n1,NVIDIA,10000,10:;");
+  g["metadata"].as_object()["labels"] = json::object{{"app", "web"}};
+  REQUIRE(s.upsert_pod(g));
+  json::object replica = cpu_only("web-cpu", "n2", "1");
+  replica["metadata"].as_object()["labels"] = json::object{{"app", "web"}};
+  REQUIRE(s.upsert_pod(replica));
+  REQUIRE(s.upsert_pod(cpu_only("other", "n3", "4")));
+  json::object pod = gpu_cpu_pod("web-new", "1");
+  pod["metadata"].as_object()["labels"] = json::object{{"app", "web"}};
+  framework::ScoreWeights w;
+  // binpack: n1, whose card is in use, although it already runs a replica: a spreading the pod did not ask for
+  // does not undo HAMi's binpack.
+  CHECK(decide_with(s, pod, w).node == "n1");
+  // spread: n2 and n3 tie on the GPU node score. The resource scores alone prefer n2 (1 cpu requested against
+  // 4); default spreading (weight 2 x 34 points) prefers n3, which runs no replica.
+  CHECK(decide_with(s, pod, w, "spread").node == "n3");
+  CHECK(decide_with(s, pod, w, "spread", false).node == "n2");
+  // Without the Service there is no default selector, hence no default spreading: n2.
+  REQUIRE(s.objects().spread_sources().remove_service("default", "web"));
+  CHECK(decide_with(s, pod, w, "spread").node == "n2");
+  // Constraints of its own replace the defaults (here: a preference for the replica's node, zone-free).
+  REQUIRE(s.objects().spread_sources().upsert_service(
+      J(R"({"metadata":{"name":"web","namespace":"default"},"spec":{"selector":{"app":"web"}}})")));
+  json::object own = gpu_cpu_pod("web-own", "1", R"("topologySpreadConstraints":[{"maxSkew":1,
+      "topologyKey":"kubernetes.io/hostname","whenUnsatisfiable":"ScheduleAnyway",
+      "labelSelector":{"matchLabels":{"app":"none"}}}],)");
+  own["metadata"].as_object()["labels"] = json::object{{"app", "web"}};
+  CHECK(decide_with(s, own, w, "spread").node == "n2");
 }

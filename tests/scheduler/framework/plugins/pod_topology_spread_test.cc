@@ -145,3 +145,56 @@ TEST_CASE("PodTopologySpread: DoNotSchedule keeps the skew within maxSkew, minDo
   CHECK(missing.message.find("1 node(s) didn't match pod topology spread constraints (missing required label)") !=
         std::string::npos);
 }
+
+TEST_CASE("PodTopologySpread: system default constraints from the pod's Services, scored without requiring all keys") {
+  // scoring.go with systemDefaulted: {maxSkew 3, kubernetes.io/hostname} and {maxSkew 5, topology.kubernetes.io/
+  // zone}, ScheduleAnyway, over DefaultSelector; requireAllTopologies is false, so a node without a zone label is
+  // scored for its hostname, and counts as the zone value "" in the zone's size.
+  const std::string zone = "topology.kubernetes.io/zone";
+  Snapshot s =
+      nodes_snapshot({NodeSpec{"a1", {card("GPU-1")}, {{zone, "a"}}}, NodeSpec{"a2", {card("GPU-2")}, {{zone, "a"}}},
+                      NodeSpec{"b1", {card("GPU-3")}, {{zone, "b"}}}, NodeSpec{"nozone", {card("GPU-4")}}});
+  REQUIRE(s.upsert_pod(bound(named(kS, "s1"), "a1")));
+  REQUIRE(s.upsert_pod(bound(named(kS, "s2"), "a1")));
+  REQUIRE(s.upsert_pod(bound(named(kS, "s3"), "b1")));
+  PodInfo p = pod_info(J(R"({"metadata":{"name":"new","namespace":"default","labels":{"app":"s"}},
+      "spec":{"containers":[{"name":"c","image":"x"}]}})"));
+  PluginHarness h(framework::make_pod_topology_spread(2));
+
+  // No Service or controller selects the pod: an empty DefaultSelector, no default constraints, nothing to score.
+  PluginResult none = h.run(s, p);
+  CHECK(none.pre_filter.code == Code::skip);
+  CHECK_FALSE(none.triggers_scoring);
+  CHECK_FALSE(h.scores(s, p, {"a1", "a2", "b1", "nozone"}));
+
+  REQUIRE(s.objects().spread_sources().upsert_service(
+      J(R"({"metadata":{"name":"svc","namespace":"default"},"spec":{"selector":{"app":"s"}}})")));
+  PluginResult r = h.run(s, p);
+  CHECK(r.pre_filter.code == Code::skip);  // ScheduleAnyway only: nothing to filter
+  CHECK(r.triggers_scoring);
+  auto sc = h.scores(s, p, {"a1", "a2", "b1", "nozone"});
+  REQUIRE(sc);
+  // hostname: 4 scored nodes, weight log(6) = 1.792; zone: values a, b, "" -> weight log(5) = 1.609.
+  // a1: 2 x 1.792 + 2 + 2 x 1.609 + 4 = 12.80 -> 13; a2: 0 + 2 + 7.22 -> 9; b1: 1.792 + 2 + 1.609 + 4 -> 9;
+  // nozone: hostname only, 0 + 2 = 2. Normalised 100 x (13 + 2 - raw) / 13: 15, 46, 46, 100.
+  CHECK(*sc == std::map<std::string, int64_t>{{"a1", 15}, {"a2", 46}, {"b1", 46}, {"nozone", 100}});
+
+  // The weights come from the nodes that passed the filters: without nozone, hostname log(5), zone log(4).
+  // a1: 2 x 1.609 + 2 + 2 x 1.386 + 4 = 11.99 -> 12; a2: 2 + 6.77 -> 9; b1: 1.609 + 2 + 1.386 + 4 = 8.99 -> 9.
+  // Normalised 100 x (12 + 9 - raw) / 12: 75, 100, 100.
+  h.run(s, p);
+  CHECK(*h.scores(s, p, {"a1", "a2", "b1"}) == std::map<std::string, int64_t>{{"a1", 75}, {"a2", 100}, {"b1", 100}});
+
+  // scheduler.defaultSpreading false (defaultingType: List, no constraints): no default spreading.
+  PluginHarness off(framework::make_pod_topology_spread(2, false));
+  CHECK_FALSE(off.run(s, p).triggers_scoring);
+  CHECK_FALSE(off.scores(s, p, {"a1", "a2", "b1", "nozone"}));
+
+  // Constraints of its own replace the defaults entirely, and then every key is required again.
+  PodInfo own = spreading(R"({"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone",
+      "whenUnsatisfiable":"ScheduleAnyway","labelSelector":{"matchLabels":{"app":"s"}}})");
+  h.run(s, own);
+  // zone only, nozone ignored (0); values a, b -> log(4) = 1.386: a 2.77 -> 3, b 1.386 -> 1; 100 x (4 - raw) / 3.
+  CHECK(*h.scores(s, own, {"a1", "a2", "b1", "nozone"}) ==
+        std::map<std::string, int64_t>{{"a1", 33}, {"a2", 33}, {"b1", 100}, {"nozone", 0}});
+}

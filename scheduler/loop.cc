@@ -19,7 +19,9 @@
 #endif
 
 #include <algorithm>
+#include <charconv>
 #include <mutex>
+#include <system_error>
 
 namespace gpuslice::scheduler {
 namespace {
@@ -562,6 +564,11 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
     queue_.done_error(key, now);
     return;
   }
+  for (const StaticBinding& sb : d.volumes_to_bind) {
+    // Later decisions see the PV as this claim's until its watch event shows a claimRef (kube-scheduler's
+    // AssumePodVolumes); snapshot_.forget()/remove_pod() undo it.
+    snapshot_.objects().assume_claim_ref(sb.volume, AssumedClaimRef{key.ns, sb.claim, sb.claim_uid, key.str()});
+  }
   auto b = std::make_shared<Binding>();
   b->key = key;
   // Every pod with a device entry: kubelet calls Allocate for init containers too, and the plugin finds the pod
@@ -630,7 +637,7 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
       }
       b->uid = kube::uid_of(*r).empty() ? b->uid : kube::uid_of(*r);
     }
-    if (!b->decision.claims_to_select.empty()) {
+    if (!b->decision.claims_to_select.empty() || !b->decision.volumes_to_bind.empty()) {
       // Before the node lock: provisioning may take a while and must not hold the node's lock meanwhile.
       failure = co_await bind_volumes(*b);
       if (!failure.empty()) {
@@ -781,7 +788,46 @@ asio::awaitable<std::string> SchedulingLoop::bind_volumes(Binding& b) {
   auto self = shared_from_this();
   const PodKey key = b.key;
   const std::string node = b.decision.node;
+  const std::vector<StaticBinding> bindings = b.decision.volumes_to_bind;
   const std::vector<std::string> claims = b.decision.claims_to_select;
+  // bindAPIUpdate, static bindings first: the PV's claimRef (GetBindVolumeToClaim) with the resourceVersion the
+  // decision read as precondition, so a PV changed meanwhile (claimed by another scheduler, relabelled) answers
+  // 409 and the pod is decided again. A merge patch with metadata.resourceVersion has the same precondition as
+  // upstream's PUT of the whole object, without gpuslice keeping whole PVs (the store keeps a few fields each).
+  std::vector<std::string> written_rv(bindings.size());
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    const StaticBinding& sb = bindings[i];
+    if (!sb.needs_write) {
+      continue;
+    }
+    boost::json::object ref;
+    ref["kind"] = "PersistentVolumeClaim";
+    ref["namespace"] = key.ns;
+    ref["name"] = sb.claim;
+    ref["uid"] = sb.claim_uid;
+    ref["apiVersion"] = "v1";
+    ref["resourceVersion"] = sb.claim_resource_version;
+    boost::json::object meta;
+    meta["resourceVersion"] = sb.volume_resource_version;
+    if (!sb.pre_bound) {
+      boost::json::object ann;
+      ann[std::string(kBoundByControllerAnnotation)] = "yes";
+      meta["annotations"] = std::move(ann);
+    }
+    boost::json::object spec;
+    spec["claimRef"] = std::move(ref);
+    boost::json::object patch;
+    patch["metadata"] = std::move(meta);
+    patch["spec"] = std::move(spec);
+    auto r = co_await api_->patch_volume(sb.volume, boost::json::serialize(patch));
+    if (!r) {
+      co_return "binding persistentvolume " + sb.volume + " (resourceVersion " + sb.volume_resource_version +
+          ") to persistentvolumeclaim " + key.ns + "/" + sb.claim + ": " + r.error().to_string();
+    }
+    written_rv[i] = kube::resource_version_of(*r);
+    log::info("volume claimRef written",
+              {{"pod", key.str()}, {"claim", key.ns + "/" + sb.claim}, {"volume", sb.volume}, {"node", node}}, 1);
+  }
   for (const std::string& claim : claims) {
     const ClaimInfo* c = snapshot_.objects().find_claim(key.ns, claim);
     if (c != nullptr && (!c->volume_name.empty() || c->selected_node == node)) {
@@ -800,19 +846,60 @@ asio::awaitable<std::string> SchedulingLoop::bind_volumes(Binding& b) {
     }
     log::info("volume node selected", {{"pod", key.str()}, {"claim", key.ns + "/" + claim}, {"node", node}}, 1);
   }
-  // Wait for the provisioner: the PVC watch shows spec.volumeName once the claim is bound.
+  // checkBindings on the watched objects: the PV controller (static) or the provisioner (dynamic) binds the claim.
   const auto deadline = options_.clock.steady() + options_.volume_bind_timeout;
   asio::steady_timer timer(executor_);
+  auto older = [](const std::string& seen, const std::string& written) {
+    // The watch has not delivered our own write yet (storage.APIObjectVersioner: resourceVersions are integers).
+    uint64_t a = 0;
+    uint64_t w = 0;
+    auto pa = std::from_chars(seen.data(), seen.data() + seen.size(), a);
+    auto pw = std::from_chars(written.data(), written.data() + written.size(), w);
+    return pa.ec == std::errc() && pw.ec == std::errc() && a < w;
+  };
   while (true) {
     std::string waiting;
+    for (size_t i = 0; i < bindings.size() && waiting.empty(); ++i) {
+      const StaticBinding& sb = bindings[i];
+      const VolumeInfo* pv = snapshot_.objects().find_volume(sb.volume);
+      const ClaimInfo* c = snapshot_.objects().find_claim(key.ns, sb.claim);
+      if (pv == nullptr) {
+        co_return "persistentvolume " + sb.volume + " was deleted while binding persistentvolumeclaim " + key.ns + "/" +
+            sb.claim;
+      }
+      if (c == nullptr) {
+        co_return "persistentvolumeclaim " + key.ns + "/" + sb.claim + " was deleted while waiting for it to bind";
+      }
+      if (!written_rv[i].empty() && older(pv->resource_version, written_rv[i])) {
+        waiting = sb.claim;
+        break;
+      }
+      if (pv->claim_name.empty() || pv->claim_uid.empty()) {
+        co_return "persistentvolume " + sb.volume + ": spec.claimRef was reset while binding persistentvolumeclaim " +
+            key.ns + "/" + sb.claim;
+      }
+      if (!volume_bound_to_claim(pv->claim_ns, pv->claim_name, pv->claim_uid, *c)) {
+        co_return "persistentvolume " + sb.volume + ": spec.claimRef: now " + pv->claim_ns + "/" + pv->claim_name +
+            " (uid " + pv->claim_uid + "), not persistentvolumeclaim " + key.ns + "/" + sb.claim;
+      }
+      if (!c->volume_name.empty() && c->volume_name != sb.volume) {
+        co_return "persistentvolumeclaim " + key.ns + "/" + sb.claim + ": spec.volumeName: \"" + c->volume_name +
+            "\", not the chosen persistentvolume " + sb.volume;
+      }
+      if (c->volume_name.empty() || !c->bind_completed) {  // isPVCFullyBound
+        waiting = sb.claim;
+      }
+    }
     for (const std::string& claim : claims) {
+      if (!waiting.empty()) {
+        break;
+      }
       const ClaimInfo* c = snapshot_.objects().find_claim(key.ns, claim);
       if (c == nullptr) {
         co_return "persistentvolumeclaim " + key.ns + "/" + claim + " was deleted while waiting for it to bind";
       }
       if (c->volume_name.empty()) {
         waiting = claim;
-        break;
       }
     }
     if (waiting.empty()) {
@@ -825,9 +912,13 @@ asio::awaitable<std::string> SchedulingLoop::bind_volumes(Binding& b) {
       co_return std::string("pod deleted or bound elsewhere while waiting for its volumes");
     }
     if (options_.clock.steady() >= deadline) {
+      const bool is_static =
+          std::any_of(bindings.begin(), bindings.end(), [&](const StaticBinding& sb) { return sb.claim == waiting; });
       co_return "persistentvolumeclaim " + key.ns + "/" + waiting + " not bound within " +
-          std::to_string(options_.volume_bind_timeout.count()) + "ms after selecting node " + node +
-          " (WaitForFirstConsumer: is its provisioner running?)";
+          std::to_string(options_.volume_bind_timeout.count()) + "ms after " +
+          (is_static ? "writing the claimRef of its persistentvolume (is kube-controller-manager's PV controller "
+                       "running?)"
+                     : "selecting node " + node + " (WaitForFirstConsumer: is its provisioner running?)");
     }
     timer.expires_after(std::chrono::milliseconds(100));
     co_await timer.async_wait(kAwait);

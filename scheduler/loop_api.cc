@@ -19,6 +19,11 @@ class ClientApi final : public LoopApi {
     std::string path = kube::object_path(claims, ns, name);
     co_return co_await client_->patch(std::move(path), kube::PatchType::merge, std::move(merge_patch));
   }
+  Task<kube::ApiResult<Object>> patch_volume(std::string name, std::string merge_patch) override {
+    const kube::Resource volumes{"", "v1", "persistentvolumes", false};
+    std::string path = kube::object_path(volumes, "", name);
+    co_return co_await client_->patch(std::move(path), kube::PatchType::merge, std::move(merge_patch));
+  }
   Task<kube::ApiResult<Object>> patch_node(std::string name, std::string merge_patch) override {
     co_return co_await client_->patch(kube::object_path(kube::resources::nodes(), "", name), kube::PatchType::merge,
                                       std::move(merge_patch));

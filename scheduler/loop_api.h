@@ -26,6 +26,9 @@ class LoopApi {
   virtual Task<kube::ApiResult<Object>> patch_pod(std::string ns, std::string name, std::string merge_patch) = 0;
   /// Merge patch of persistentvolumeclaims/{name} (VolumeBinding's selected-node annotation).
   virtual Task<kube::ApiResult<Object>> patch_claim(std::string ns, std::string name, std::string merge_patch) = 0;
+  /// Merge patch of persistentvolumes/{name} (VolumeBinding's static binding: spec.claimRef); a
+  /// metadata.resourceVersion inside is a precondition (409 on change).
+  virtual Task<kube::ApiResult<Object>> patch_volume(std::string name, std::string merge_patch) = 0;
   /// Merge patch of nodes/{name}; same precondition rule.
   virtual Task<kube::ApiResult<Object>> patch_node(std::string name, std::string merge_patch) = 0;
   /// JSON Patch (RFC 6902) of nodes/{name}: a failed `test` op answers 422 Invalid and changes nothing.

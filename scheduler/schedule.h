@@ -79,9 +79,10 @@ struct ScheduleOptions {
   bool use_pod_index = true;
   /// The plugin profile to run (scheduler/framework/framework.h); nullptr: the default profile.
   const framework::Framework* profile = nullptr;
-  /// The caller writes volume.kubernetes.io/selected-node on Decision::claims_to_select and waits for them to
-  /// bind before binding the pod (kube-scheduler's VolumeBinding PreBind). false: pods with an unbound
-  /// WaitForFirstConsumer claim stay Pending with a message saying so.
+  /// The caller writes volume.kubernetes.io/selected-node on Decision::claims_to_select and the claimRef of
+  /// Decision::volumes_to_bind's PVs, and waits for the claims to bind before binding the pod (kube-scheduler's
+  /// VolumeBinding PreBind). false: pods with an unbound WaitForFirstConsumer claim stay Pending with a message
+  /// saying so.
   bool select_volume_nodes = false;
   /// Lock-aware choice (issue 12; HAMi's node lock admits one GPU pod per node at a time): when set, it answers
   /// how many allocations are in progress on a node (binds holding or waiting for its lock; 0: free). For a pod
@@ -114,6 +115,9 @@ struct Decision {
   double node_score = 0;
   /// Unbound WaitForFirstConsumer claims (names, in the pod's namespace) to annotate with the chosen node.
   std::vector<std::string> claims_to_select;
+  /// Unbound WaitForFirstConsumer claims bound to an existing PV on the chosen node (VolumeBinding's static
+  /// bindings): the caller writes the PV's claimRef and waits for the PV controller to bind the claim.
+  std::vector<StaticBinding> volumes_to_bind;
   /// When not scheduled: `0/N nodes are available: 1 CardInsufficientCore.` (kube-scheduler style, usable as the
   /// PodScheduled=False message); also an error about the pod itself (e.g. no nodes at all).
   std::string message;

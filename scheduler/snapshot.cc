@@ -754,7 +754,9 @@ Status Snapshot::upsert_pod(const json::object& pod) {
 }
 
 bool Snapshot::remove_pod(std::string_view ns, std::string_view name) {
-  return erase(std::string(ns) + "/" + std::string(name));
+  const std::string key = std::string(ns) + "/" + std::string(name);
+  objects_.forget_claim_refs(key);  // the PVs its decision chose (re-decided or deleted)
+  return erase(key);
 }
 
 void Snapshot::recompute_quota_limits(const std::string& ns) {
@@ -890,6 +892,7 @@ void Snapshot::restore_pod(PodRecord rec) {
 bool Snapshot::forget(std::string_view ns, std::string_view name) {
   std::string key = std::string(ns) + "/" + std::string(name);
   auto it = pods_.find(key);
+  objects_.forget_claim_refs(key);  // kube-scheduler's RevertAssumedPodVolumes
   if (it == pods_.end() || !it->second.assumed) {
     return false;
   }
@@ -904,6 +907,7 @@ std::vector<std::string> Snapshot::expire_assumed(int64_t now_unix, int64_t ttl_
     }
   }
   for (const std::string& key : expired) {
+    objects_.forget_claim_refs(key);
     erase(key);
   }
   return expired;  // pods_ is ordered, so already sorted

@@ -192,7 +192,9 @@ class Snapshot {
   /// Counts `pod` on `node` with `devices` (a Decision's node and devices) as if the API had confirmed it,
   /// replacing any previous record of the pod. Unknown node: an error, nothing recorded.
   Status assume(const PodInfo& pod, std::string_view node, const PodDevices& devices, int64_t now_unix);
-  /// Drops an assumption (bind failed). False when the pod is not assumed (confirmed records stay).
+  /// Drops an assumption (bind failed), and the PVs its decision assumed claimed (ClusterObjects::
+  /// assume_claim_ref, also dropped by remove_pod and expire_assumed). False when the pod is not assumed
+  /// (confirmed records stay).
   bool forget(std::string_view ns, std::string_view name);
   /// Drops assumptions older than ttl_seconds; returns their "ns/name" keys, sorted. Nominations stay (their
   /// owner, the loop, drops them when the pod binds, goes away or loses its nomination).

@@ -258,6 +258,14 @@ Result<SimulationResult> simulate(const SimulationInput& input, const Configurat
     if (Status st = snap.assume(info.value(), d.node, d.devices, now_unix); !st.ok()) {
       return make_error(at + st.message());
     }
+    for (const StaticBinding& sb : d.volumes_to_bind) {
+      // As the live loop: later pods see the PV as this claim's (kube-scheduler's assume cache).
+      snap.objects().assume_claim_ref(sb.volume, AssumedClaimRef{info->ns, sb.claim, sb.claim_uid, info->key()});
+      out.volumes.push_back(SimulatedVolume{sb.claim, sb.volume});
+    }
+    for (const std::string& c : d.claims_to_select) {
+      out.volumes.push_back(SimulatedVolume{c, ""});
+    }
     card_pods.add(d.node, d.devices, info->key());
     out.status = "Scheduled";
     out.node = d.node;
@@ -302,6 +310,19 @@ json::object simulation_to_json(const SimulationResult& r) {
           {"container", d.container}, {"uuid", d.uuid}, {"type", d.type}, {"memMiB", d.mem_mib}, {"cores", d.cores}});
     }
     o["devices"] = std::move(devs);
+    if (!p.volumes.empty()) {  // only pods with unbound WaitForFirstConsumer claims carry the key
+      json::array vols;
+      for (const SimulatedVolume& v : p.volumes) {
+        json::object vo{{"claim", v.claim}};
+        if (v.volume.empty()) {
+          vo["provision"] = true;
+        } else {
+          vo["persistentVolume"] = v.volume;
+        }
+        vols.push_back(std::move(vo));
+      }
+      o["volumes"] = std::move(vols);
+    }
     o["message"] = p.message;
     if (p.preemption) {
       json::array victims;
@@ -376,6 +397,9 @@ std::string simulation_to_table(const SimulationResult& r) {
       }
       if (p.devices.empty()) {
         detail = "no GPU";
+      }
+      for (const SimulatedVolume& v : p.volumes) {
+        detail += "; claim " + v.claim + ": " + (v.volume.empty() ? "provisioned on the node" : "binds " + v.volume);
       }
     } else {
       detail = p.message;

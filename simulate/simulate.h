@@ -32,12 +32,20 @@ struct SimulatedPreemption {
   std::vector<SimulatedDevice> devices;  ///< where the pod would go once they are gone
 };
 
+/// An unbound WaitForFirstConsumer claim of a scheduled pod: the existing PV the live loop would bind it to (its
+/// claimRef written), or none when it would be provisioned on the node (selected-node written).
+struct SimulatedVolume {
+  std::string claim;   ///< in the pod's namespace
+  std::string volume;  ///< "" for dynamic provisioning
+};
+
 struct SimulatedPod {
   std::string ns;
   std::string name;
   std::string status;  ///< Scheduled | Pending | Rejected
   std::optional<std::string> node;
   std::vector<SimulatedDevice> devices;
+  std::vector<SimulatedVolume> volumes;  ///< Scheduled only: static bindings first, then provisioned claims
   std::string message;
   std::optional<SimulatedPreemption> preemption;  ///< Pending only: the victims that would make room
 };

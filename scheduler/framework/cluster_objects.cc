@@ -72,7 +72,32 @@ Result<int64_t> storage_bytes(const json::object* resources, const char* key, co
   return (q.value() + 999) / 1000;
 }
 
+constexpr std::string_view kBetaStorageClassAnnotation = "volume.beta.kubernetes.io/storage-class";
+
+// GetPersistentVolumeClaimClass / GetPersistentVolumeClass (component-helpers storage/volume/helpers.go): the beta
+// annotation wins over spec.storageClassName.
+std::string class_of(const json::object* meta, const json::object* spec) {
+  const json::object* ann = meta ? object_at(*meta, "annotations") : nullptr;
+  if (ann != nullptr && ann->if_contains(kBetaStorageClassAnnotation) != nullptr) {
+    return string_at(*ann, kBetaStorageClassAnnotation);
+  }
+  return spec ? string_at(*spec, "storageClassName") : std::string();
+}
+
+bool deleting(const json::object* meta) {
+  const json::value* del = meta ? meta->if_contains("deletionTimestamp") : nullptr;
+  return del != nullptr && !del->is_null();
+}
+
 }  // namespace
+
+bool volume_bound_to_claim(std::string_view ref_ns, std::string_view ref_name, std::string_view ref_uid,
+                           const ClaimInfo& claim) {
+  if (ref_name.empty() || ref_name != claim.name || ref_ns != claim.ns) {
+    return false;
+  }
+  return ref_uid.empty() || ref_uid == claim.uid;
+}
 
 Status ClusterObjects::upsert_namespace(const json::object& ns) {
   const std::string name = name_of(ns);
@@ -106,14 +131,30 @@ Status ClusterObjects::upsert_claim(const json::object& pvc) {
   const std::string key = c.ns + "/" + c.name;
   claims_.erase(key);
   const json::object* meta = object_at(pvc, "metadata");
-  const json::value* del = meta ? meta->if_contains("deletionTimestamp") : nullptr;
-  c.deleting = del != nullptr && !del->is_null();
+  c.deleting = deleting(meta);
+  if (meta != nullptr) {
+    c.uid = string_at(*meta, "uid");
+    c.resource_version = string_at(*meta, "resourceVersion");
+  }
   if (const json::object* ann = meta ? object_at(*meta, "annotations") : nullptr) {
     c.selected_node = string_at(*ann, kSelectedNodeAnnotation);
+    c.bind_completed = ann->if_contains(kBindCompletedAnnotation) != nullptr;
   }
-  if (const json::object* spec = object_at(pvc, "spec")) {
+  const json::object* spec = object_at(pvc, "spec");
+  c.storage_class = class_of(meta, spec);
+  if (spec != nullptr) {
     c.volume_name = string_at(*spec, "volumeName");
-    c.storage_class = string_at(*spec, "storageClassName");
+    if (const json::value* sel = spec->if_contains("selector"); sel != nullptr && !sel->is_null()) {
+      if (!sel->is_object()) {
+        return make_error("persistentvolumeclaim " + key + ": spec.selector: " + json::serialize(*sel) +
+                          " is not an object");
+      }
+      auto parsed = parse_label_selector(sel->get_object(), "spec.selector");
+      if (!parsed) {
+        return make_error("persistentvolumeclaim " + key + ": " + parsed.message());
+      }
+      c.selector = std::move(parsed.value());
+    }
     c.access_modes = access_modes(*spec);
     c.block = string_at(*spec, "volumeMode") == "Block";
     const json::object* res = object_at(*spec, "resources");
@@ -140,8 +181,16 @@ Status ClusterObjects::upsert_volume(const json::object& pv) {
   }
   volumes_.erase(v.name);
   const std::string at = "persistentvolume " + v.name + ": ";
-  if (const json::object* meta = object_at(pv, "metadata")) {
+  const json::object* meta = object_at(pv, "metadata");
+  v.deleting = deleting(meta);
+  v.storage_class = class_of(meta, object_at(pv, "spec"));
+  if (meta != nullptr) {
+    v.resource_version = string_at(*meta, "resourceVersion");
     if (const json::object* l = object_at(*meta, "labels")) {
+      for (const auto& kv : *l) {
+        v.labels.emplace(std::string(kv.key()),
+                         kv.value().is_string() ? std::string(kv.value().get_string()) : json::serialize(kv.value()));
+      }
       for (const char* k : {"topology.kubernetes.io/zone", "topology.kubernetes.io/region",
                             "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region"}) {
         std::string val = string_at(*l, k);
@@ -152,7 +201,6 @@ Status ClusterObjects::upsert_volume(const json::object& pv) {
     }
   }
   if (const json::object* spec = object_at(pv, "spec")) {
-    v.storage_class = string_at(*spec, "storageClassName");
     v.access_modes = access_modes(*spec);
     v.block = string_at(*spec, "volumeMode") == "Block";
     auto cap = storage_bytes(object_at(*spec, "capacity"), "capacity", at + "spec");
@@ -167,6 +215,7 @@ Status ClusterObjects::upsert_volume(const json::object& pv) {
     if (const json::object* ref = object_at(*spec, "claimRef")) {
       v.claim_name = string_at(*ref, "name");
       v.claim_ns = string_at(*ref, "namespace");
+      v.claim_uid = string_at(*ref, "uid");
     }
     const json::object* na = object_at(*spec, "nodeAffinity");
     const json::object* req = na ? object_at(*na, "required") : nullptr;
@@ -184,12 +233,41 @@ Status ClusterObjects::upsert_volume(const json::object& pv) {
   if (const json::object* st = object_at(pv, "status")) {
     v.phase = string_at(*st, "phase");
   }
+  if (!v.claim_name.empty()) {
+    // The API shows who claims it now (ours, written by the PreBind, or a rival's): the assumption has served.
+    erase_key(assumed_refs_, v.name);
+  }
   volumes_.emplace(v.name, std::move(v));
   return Status::Ok();
 }
 
 bool ClusterObjects::remove_volume(std::string_view name) {
+  erase_key(assumed_refs_, name);
   return erase_key(volumes_, name);
+}
+
+void ClusterObjects::assume_claim_ref(const std::string& volume, AssumedClaimRef ref) {
+  if (volumes_.find(volume) != volumes_.end()) {
+    assumed_refs_[volume] = std::move(ref);
+  }
+}
+
+size_t ClusterObjects::forget_claim_refs(std::string_view pod) {
+  size_t n = 0;
+  for (auto it = assumed_refs_.begin(); it != assumed_refs_.end();) {
+    if (it->second.pod == pod) {
+      it = assumed_refs_.erase(it);
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  return n;
+}
+
+const AssumedClaimRef* ClusterObjects::assumed_claim_ref(std::string_view volume) const {
+  auto it = assumed_refs_.find(volume);
+  return it == assumed_refs_.end() ? nullptr : &it->second;
 }
 
 Status ClusterObjects::upsert_storage_class(const json::object& sc) {

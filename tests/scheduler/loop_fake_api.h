@@ -1,6 +1,6 @@
 #pragma once
-// An in-memory API server for the loop's seam (LoopApi): pods and nodes with resourceVersions, RFC 7386 merge
-// patches with the metadata.resourceVersion precondition (409 on mismatch), pods/binding (409 when bound),
+// An in-memory API server for the loop's seam (LoopApi): pods, nodes and PersistentVolumes with resourceVersions, RFC
+// 7386 merge patches with the metadata.resourceVersion precondition (409 on mismatch), pods/binding (409 when bound),
 // pods/status conditions and Events recorded. Every write is delivered to the subscribers as a watch event
 // through the executor (so, as with a real watch, the writer sees its own change a moment later). Faults can be
 // injected per call. Test-only.
@@ -77,6 +77,18 @@ class FakeApi : public LoopApi {
 
   void subscribe_pods(Sink s) { pod_sinks_.push_back(std::move(s)); }
   void subscribe_nodes(Sink s) { node_sinks_.push_back(std::move(s)); }
+  /// PersistentVolumes: kept with resourceVersions like pods and nodes; patch_volume honours the
+  /// metadata.resourceVersion precondition (409) as kube-apiserver does, and every write is a watch event.
+  std::map<std::string, boost::json::object> volumes;  // name
+  std::vector<std::string> volume_patches;             // as sent
+  void subscribe_volumes(Sink s) { volume_sinks_.push_back(std::move(s)); }
+  void put_volume(boost::json::object pv) {
+    const std::string name = kube::name_of(pv);
+    pv["metadata"].as_object()["resourceVersion"] = std::to_string(++rv);
+    const bool existed = volumes.count(name) != 0;
+    volumes[name] = pv;
+    deliver(volume_sinks_, existed ? kube::ReflectorEventType::modified : kube::ReflectorEventType::added, pv);
+  }
 
   // ---- direct mutations (the "user" and kubelet side), delivered as watch events ----
   void put_node(boost::json::object node) {
@@ -166,6 +178,22 @@ class FakeApi : public LoopApi {
     }
     claim_patches.emplace_back(key, patch);
     co_return Object{};
+  }
+  Task<kube::ApiResult<Object>> patch_volume(std::string name, std::string patch) override {
+    if (auto e = injected("patch_volume " + name)) {
+      co_return *e;
+    }
+    volume_patches.push_back(patch);
+    auto it = volumes.find(name);
+    if (it == volumes.end()) {
+      co_return not_found("persistentvolumes", name);
+    }
+    auto r = apply(it->second, patch);
+    if (!r) {
+      co_return r.error();
+    }
+    deliver(volume_sinks_, kube::ReflectorEventType::modified, it->second);
+    co_return it->second;
   }
   Task<kube::ApiResult<Object>> patch_node(std::string name, std::string patch) override {
     if (auto e = injected("patch_node " + name)) {
@@ -469,6 +497,7 @@ class FakeApi : public LoopApi {
   boost::asio::any_io_executor ex_;
   std::vector<Sink> pod_sinks_;
   std::vector<Sink> node_sinks_;
+  std::vector<Sink> volume_sinks_;
 };
 
 }  // namespace gpuslice::scheduler::testing

@@ -82,6 +82,10 @@ class RecordingApi final : public LoopApi {
     calls.push_back("patch_claim");
     co_return co_await api_->patch_claim(std::move(ns), std::move(name), std::move(patch));
   }
+  Task<kube::ApiResult<Object>> patch_volume(std::string name, std::string patch) override {
+    calls.push_back("patch_volume " + name);
+    co_return co_await api_->patch_volume(std::move(name), std::move(patch));
+  }
   Task<kube::ApiResult<Object>> patch_node(std::string name, std::string patch) override {
     calls.push_back("patch_node " + name);
     co_return co_await api_->patch_node(std::move(name), std::move(patch));
@@ -153,6 +157,8 @@ struct Harness {
     loop = std::make_shared<SchedulingLoop>(io.get_executor(), o, api, side);
     api->subscribe_pods([this](const kube::ReflectorEvent& e) { loop->on_pod_event(e); });
     api->subscribe_nodes([this](const kube::ReflectorEvent& e) { loop->on_node_event(e); });
+    api->subscribe_volumes(
+        [this](const kube::ReflectorEvent& e) { loop->on_cluster_object_event(ClusterObjectKind::volume, e); });
     if (with_agent) {
       agent = std::make_shared<MockDeviceAgent>(io.get_executor(), api);
       api->subscribe_nodes([this](const kube::ReflectorEvent& e) { agent->on_node_event(e); });

@@ -1017,6 +1017,164 @@ TEST_CASE("loop: WaitForFirstConsumer - a claim never bound gives up after the t
   h.finish();
 }
 
+namespace {
+const char* kStaticClass = R"({"metadata":{"name":"local-static"},"provisioner":"kubernetes.io/no-provisioner",
+    "volumeBindingMode":"WaitForFirstConsumer"})";
+const char* kStaticClaim = R"({"metadata":{"name":"data","namespace":"default","uid":"uid-claim-data",
+    "resourceVersion":"77"},"spec":{"storageClassName":"local-static","accessModes":["ReadWriteOnce"],
+    "resources":{"requests":{"storage":"1Gi"}}}})";
+json::object local_pv(const std::string& name, const std::string& node, const std::string& size) {
+  return json::parse(R"({"metadata":{"name":")" + name + R"("},"spec":{"storageClassName":"local-static",
+      "capacity":{"storage":")" +
+                     size + R"("},"accessModes":["ReadWriteOnce"],"local":{"path":"/mnt/d"},
+      "nodeAffinity":{"required":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"kubernetes.io/hostname",
+      "operator":"In","values":[")" +
+                     node + R"("]}]}]}}},"status":{"phase":"Available"}})")
+      .as_object();
+}
+/// The PV controller's part once a claimRef names the claim: the claim bound to the PV, bind-completed.
+json::object bound_claim(const std::string& volume) {
+  json::object c = json::parse(kStaticClaim).as_object();
+  c["spec"].as_object()["volumeName"] = volume;
+  c["metadata"].as_object()["annotations"] = json::object{{"pv.kubernetes.io/bind-completed", "yes"}};
+  return c;
+}
+}  // namespace
+
+TEST_CASE(
+    "loop: a pre-provisioned PV - claimRef written with the PV's resourceVersion, pod bound once the PV "
+    "controller binds the claim",
+    "[loop][objects]") {
+  Harness h;
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  h.api->put_node(make_node("gpu-1", "GPU-b"));
+  h.api->put_volume(local_pv("local-1", "gpu-1", "2Gi"));
+  const std::string pv_rv = kube::resource_version_of(h.api->volumes.at("local-1"));
+  h.api->put_pod(wffc_pod("notebook", "data"));
+  h.start();
+  deliver_objects(h, ClusterObjectKind::storage_class, {json::parse(kStaticClass).as_object()});
+  deliver_objects(h, ClusterObjectKind::claim, {json::parse(kStaticClaim).as_object()});
+  REQUIRE(h.run_until([&] { return !h.api->volume_patches.empty(); }));
+  CHECK(h.api->volume_patches[0] ==
+        R"({"metadata":{"resourceVersion":")" + pv_rv +
+            R"(","annotations":{"pv.kubernetes.io/bound-by-controller":"yes"}},"spec":{"claimRef":{)"
+            R"("kind":"PersistentVolumeClaim","namespace":"default","name":"data","uid":"uid-claim-data",)"
+            R"("apiVersion":"v1","resourceVersion":"77"}}})");
+  const json::object& written = h.api->volumes.at("local-1");
+  CHECK(string_at_pointer(written, "/spec/claimRef/uid") == "uid-claim-data");
+  CHECK(ann(written, "pv.kubernetes.io/bound-by-controller") == "yes");
+  CHECK(h.api->claim_patches.empty());  // no selected-node: nothing to provision
+  // Waiting for the PV controller: not bound, and the claim not bound by its own volumeName alone.
+  h.run_until([] { return false; }, 1s);
+  CHECK(h.node_of("default/notebook").empty());
+  CHECK(h.loop->binds_in_flight() == 1);
+  json::object half = json::parse(kStaticClaim).as_object();
+  half["spec"].as_object()["volumeName"] = "local-1";
+  deliver_objects(h, ClusterObjectKind::claim, {half});
+  h.run_until([] { return false; }, 1s);
+  CHECK(h.node_of("default/notebook").empty());
+  deliver_objects(h, ClusterObjectKind::claim, {bound_claim("local-1")});
+  REQUIRE(h.run_until([&] { return !h.node_of("default/notebook").empty() && h.quiet(); }));
+  CHECK(h.node_of("default/notebook") == "gpu-1");
+  CHECK(h.api->volume_patches.size() == 1);
+  h.finish();
+}
+
+TEST_CASE(
+    "loop: a pre-provisioned PV changed before the claimRef write answers 409; the pod is decided again "
+    "onto the other PV",
+    "[loop][objects]") {
+  Harness h;
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  h.api->put_node(make_node("gpu-1", "GPU-b"));
+  h.api->put_volume(local_pv("local-0", "gpu-0", "2Gi"));
+  h.api->put_volume(local_pv("local-1", "gpu-1", "2Gi"));
+  h.api->put_pod(wffc_pod("notebook", "data"));
+  // The first claimRef write races a rival binder: its write lands first (and its watch event follows), so ours
+  // carries a stale resourceVersion and the fake API server answers 409 as kube-apiserver does.
+  std::string raced;
+  h.api->fault = [&](const std::string& call) -> std::optional<kube::ApiError> {
+    if (raced.empty() && call.rfind("patch_volume ", 0) == 0) {
+      raced = call.substr(std::string("patch_volume ").size());
+      json::object pv = h.api->volumes.at(raced);
+      pv["spec"].as_object()["claimRef"] = json::object{{"namespace", "default"}, {"name", "rival"}, {"uid", "r"}};
+      h.api->put_volume(pv);
+    }
+    return std::nullopt;
+  };
+  h.start();
+  deliver_objects(h, ClusterObjectKind::storage_class, {json::parse(kStaticClass).as_object()});
+  deliver_objects(h, ClusterObjectKind::claim, {json::parse(kStaticClaim).as_object()});
+  auto conflict_event = [&] {
+    for (const auto& e : h.api->events) {
+      if (e.reason == "BindingFailed" && e.note.find("binding persistentvolume " + raced) != std::string::npos &&
+          e.note.find("409") != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  };
+  REQUIRE(h.run_until(conflict_event));
+  CHECK(string_at_pointer(h.api->volumes.at(raced), "/spec/claimRef/name") == "rival");
+  const std::string other = raced == "local-0" ? "local-1" : "local-0";
+  const std::string other_node = raced == "local-0" ? "gpu-1" : "gpu-0";
+  // Decided again after the backoff: the rival's PV is claimed now, the other one is written.
+  REQUIRE(h.run_until([&] { return h.api->volume_patches.size() >= 2; }));
+  CHECK(string_at_pointer(h.api->volumes.at(other), "/spec/claimRef/name") == "data");
+  CHECK(h.node_of("default/notebook").empty());
+  deliver_objects(h, ClusterObjectKind::claim, {bound_claim(other)});
+  REQUIRE(h.run_until([&] { return !h.node_of("default/notebook").empty() && h.quiet(); }));
+  CHECK(h.node_of("default/notebook") == other_node);
+  CHECK(h.api->volume_patches.size() == 2);
+  h.finish();
+}
+
+TEST_CASE("loop: a pre-provisioned PV chosen for one pod is not given to the next before its claimRef shows",
+          "[loop][objects]") {
+  Harness h;
+  h.api->put_node(make_node("gpu-0", "GPU-a"));
+  h.api->put_volume(local_pv("only", "gpu-0", "2Gi"));
+  h.api->put_pod(wffc_pod("first", "data"));
+  h.api->put_pod(wffc_pod("second", "more"));
+  h.start();
+  auto message_of = [&](const std::string& key) {
+    std::string m;
+    for (const auto& [k, c] : h.api->conditions) {
+      if (k == key) {
+        m = c.message;
+      }
+    }
+    return m;
+  };
+  // Both pods wait for their claims ("not found"); the claims arrive together, so both pods are decided one after
+  // the other before any PreBind runs and before the PV's claimRef can show: only the assumption keeps the
+  // second off the PV the first took.
+  REQUIRE(h.run_until([&] { return !message_of("default/first").empty() && !message_of("default/second").empty(); }));
+  deliver_objects(h, ClusterObjectKind::storage_class, {json::parse(kStaticClass).as_object()});
+  json::object more = json::parse(kStaticClaim).as_object();
+  more["metadata"].as_object()["name"] = "more";
+  more["metadata"].as_object()["uid"] = "uid-claim-more";
+  deliver_objects(h, ClusterObjectKind::claim, {json::parse(kStaticClaim).as_object(), more});
+  REQUIRE(h.run_until([&] { return !h.api->volume_patches.empty(); }));
+  h.run_until([] { return false; }, 1s);
+  CHECK(h.api->volume_patches.size() == 1);
+  const std::string winner = string_at_pointer(h.api->volumes.at("only"), "/spec/claimRef/name");
+  REQUIRE((winner == "data" || winner == "more"));
+  const std::string loser_pod = winner == "data" ? "default/second" : "default/first";
+  CHECK(message_of(loser_pod).rfind(
+            "0/1 nodes are available: 1 node(s) didn't find available persistent volumes to bind.", 0) == 0);
+  json::object bound = bound_claim("only");
+  bound["metadata"].as_object()["name"] = winner;
+  bound["metadata"].as_object()["uid"] = winner == "data" ? "uid-claim-data" : "uid-claim-more";
+  deliver_objects(h, ClusterObjectKind::claim,
+                  {bound, winner == "data" ? more : json::parse(kStaticClaim).as_object()});
+  const std::string winner_pod = winner == "data" ? "default/first" : "default/second";
+  REQUIRE(h.run_until([&] { return !h.node_of(winner_pod).empty() && h.quiet(); }));
+  CHECK(h.node_of(winner_pod) == "gpu-0");
+  CHECK(h.node_of(loser_pod).empty());
+  h.finish();
+}
+
 TEST_CASE("loop: a gated pod is never decided and gets no Events; decided at once when the last gate goes", "[loop]") {
   Harness h;
   h.api->put_node(make_node("gpu-0", "GPU-a"));

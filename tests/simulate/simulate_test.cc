@@ -393,3 +393,86 @@ spec:
   CHECK_THAT(r3.message(), Contains("bad.yaml: document 0: "));
   CHECK_THAT(r3.message(), Contains("service default/s: spec.selector.app: [\"web\"] is not a string"));
 }
+
+TEST_CASE("simulate(): a WaitForFirstConsumer claim of a class without provisioner shows the PV it would bind",
+          "[manifest][simulate]") {
+  auto cluster = parse_manifests(R"(
+kind: Node
+metadata:
+  name: n1
+  labels: {kubernetes.io/hostname: n1}
+  annotations:
+    hami.io/node-nvidia-register: '[{"id":"GPU-1","count":10,"devmem":40000,"devcore":100,"type":"NVIDIA L40","health":true}]'
+status: {allocatable: {cpu: "8", memory: 32Gi, pods: "10", nvidia.com/gpu: "10"}}
+---
+kind: Node
+metadata:
+  name: n2
+  labels: {kubernetes.io/hostname: n2}
+  annotations:
+    hami.io/node-nvidia-register: '[{"id":"GPU-2","count":10,"devmem":40000,"devcore":100,"type":"NVIDIA L40","health":true}]'
+status: {allocatable: {cpu: "8", memory: 32Gi, pods: "10", nvidia.com/gpu: "10"}}
+---
+kind: StorageClass
+metadata: {name: local}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+---
+kind: PersistentVolume
+metadata: {name: local-n2}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: local
+  local: {path: /mnt/disk}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [n2]}]
+status: {phase: Available}
+---
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: default, uid: u-data}
+spec: {storageClassName: local, accessModes: [ReadWriteOnce], resources: {requests: {storage: 5Gi}}}
+---
+kind: PersistentVolumeClaim
+metadata: {name: more, namespace: default, uid: u-more}
+spec: {storageClassName: local, accessModes: [ReadWriteOnce], resources: {requests: {storage: 5Gi}}}
+)",
+                                 "cluster.yaml");
+  auto pods = parse_manifests(R"(
+kind: Pod
+metadata: {name: first}
+spec:
+  volumes: [{name: d, persistentVolumeClaim: {claimName: data}}]
+  containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 1000}}}]
+---
+kind: Pod
+metadata: {name: second}
+spec:
+  volumes: [{name: d, persistentVolumeClaim: {claimName: more}}]
+  containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 1000}}}]
+)",
+                              "pods.yaml");
+  REQUIRE(cluster.ok());
+  REQUIRE(pods.ok());
+  SimulationInput in;
+  in.node_files.emplace_back("cluster.yaml", cluster.value());
+  in.pod_files.emplace_back("pods.yaml", pods.value());
+  auto r = simulate(in, gpuslice::Configuration{}, 0);
+  REQUIRE(r.ok());
+  REQUIRE(r->pods.size() == 2);
+  CHECK(r->pods[0].status == "Scheduled");
+  CHECK(r->pods[0].node == std::optional<std::string>("n2"));  // the only PV is there
+  REQUIRE(r->pods[0].volumes.size() == 1);
+  CHECK(r->pods[0].volumes[0].claim == "data");
+  CHECK(r->pods[0].volumes[0].volume == "local-n2");
+  // The second claim does not get the PV the first decision took (assumed, as in the live loop).
+  CHECK(r->pods[1].status == "Pending");
+  CHECK(r->pods[1].message == "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind.");
+  const json::object out = simulation_to_json(*r);
+  CHECK(json::serialize(out.at("pods").as_array()[0].as_object().at("volumes")) ==
+        R"([{"claim":"data","persistentVolume":"local-n2"}])");
+  CHECK_FALSE(out.at("pods").as_array()[1].as_object().contains("volumes"));
+  CHECK_THAT(simulation_to_table(*r), Contains("claim data: binds local-n2"));
+}

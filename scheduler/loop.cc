@@ -4,6 +4,7 @@
 #include "common/log.h"
 #include "scheduler/allocation.h"
 #include "scheduler/framework/framework.h"
+#include "scheduler/framework/plugins.h"
 #include "scheduler/loop_metrics.h"
 #include "scheduler/pod_info.h"
 
@@ -873,6 +874,10 @@ asio::awaitable<std::string> SchedulingLoop::bind_volumes(Binding& b) {
       if (!written_rv[i].empty() && older(pv->resource_version, written_rv[i])) {
         waiting = sb.claim;
         break;
+      }
+      if (const NodeState* n = snapshot_.find_node(node);
+          n != nullptr && !pv->node_affinity.empty() && !framework::node_matches_terms(*n, pv->node_affinity)) {
+        co_return "persistentvolume " + sb.volume + ": spec.nodeAffinity no longer matches node " + node;
       }
       if (pv->claim_name.empty() || pv->claim_uid.empty()) {
         co_return "persistentvolume " + sb.volume + ": spec.claimRef was reset while binding persistentvolumeclaim " +

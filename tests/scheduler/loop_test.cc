@@ -1081,7 +1081,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "loop: a pre-provisioned PV changed before the claimRef write answers 409; the pod is decided again "
+    "loop: a pre-provisioned PV changed before the claimRef write answers 409, and the pod is decided again "
     "onto the other PV",
     "[loop][objects]") {
   Harness h;
@@ -1126,6 +1126,36 @@ TEST_CASE(
   REQUIRE(h.run_until([&] { return !h.node_of("default/notebook").empty() && h.quiet(); }));
   CHECK(h.node_of("default/notebook") == other_node);
   CHECK(h.api->volume_patches.size() == 2);
+  h.finish();
+}
+
+TEST_CASE("loop: a pre-provisioned PV whose claimRef is reset while waiting fails the bind (checkBindings)",
+          "[loop][objects]") {
+  Harness h;
+  h.api->put_node(make_node("gpu-1", "GPU-b"));
+  h.api->put_volume(local_pv("local-1", "gpu-1", "2Gi"));
+  h.api->put_pod(wffc_pod("notebook", "data"));
+  h.start();
+  deliver_objects(h, ClusterObjectKind::storage_class, {json::parse(kStaticClass).as_object()});
+  deliver_objects(h, ClusterObjectKind::claim, {json::parse(kStaticClaim).as_object()});
+  REQUIRE(h.run_until([&] { return !h.api->volume_patches.empty(); }));
+  h.run_until([] { return false; }, 1s);
+  // The PV controller unbinds the volume (unbindVolume drops the claimRef): the waiting bind gives up at once.
+  json::object pv = h.api->volumes.at("local-1");
+  pv["spec"].as_object().erase("claimRef");
+  h.api->put_volume(pv);
+  auto reset_event = [&] {
+    for (const auto& e : h.api->events) {
+      if (e.reason == "BindingFailed" &&
+          e.note.find("persistentvolume local-1: spec.claimRef was reset while binding persistentvolumeclaim "
+                      "default/data") != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  };
+  REQUIRE(h.run_until(reset_event, 5s));
+  CHECK(h.node_of("default/notebook").empty());
   h.finish();
 }
 

@@ -121,6 +121,7 @@ SchedulingLoop::SchedulingLoop(asio::any_io_executor executor, LoopOptions optio
                                 .wait = options_.lock_wait,
                                 .scheduler_name = options_.scheduler_name,
                                 .abandon_grace = options_.lock_abandon_grace,
+                                .release_grace = options_.lock_release_grace,
                                 .clock = options_.clock},
               api_,
               NodeLocker::Hooks{

@@ -78,6 +78,7 @@ struct LoopOptions {
   std::chrono::milliseconds lock_wait{30000};       ///< give up waiting for a node lock after this, re-decide
   /// A lock held by an unbound pod of ours that we are not binding is taken over after this (node_lock.h).
   std::chrono::milliseconds lock_abandon_grace = kAbandonedLockGrace;
+  std::chrono::milliseconds lock_release_grace = kPluginReleaseGrace;  ///< NodeLockerOptions::release_grace
   /// WaitForFirstConsumer claims: after writing volume.kubernetes.io/selected-node, wait this long for the
   /// provisioner to bind them before giving up and re-deciding (kube-scheduler's bindTimeoutSeconds, 600 s).
   std::chrono::milliseconds volume_bind_timeout{600000};

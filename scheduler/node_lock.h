@@ -37,6 +37,13 @@ Result<NodeLockValue> parse_node_lock(std::string_view value);
 /// since stopped has landed or failed by then.
 inline constexpr std::chrono::milliseconds kAbandonedLockGrace{60000};
 
+/// How long the janitor leaves a lock whose owner is done allocating (bound with bind-phase success/failed, or
+/// finished) to the device plugin, which releases it itself right after Allocate (HAMi's
+/// PodAllocationTrySuccess/Failed -> ReleaseNodeLock), counted from the lock's time. Stepping in earlier only races
+/// the plugin's own release, one failed write and one read each time. A binder waiting for the node does not wait
+/// for it: it takes the lock over in one write.
+inline constexpr std::chrono::milliseconds kPluginReleaseGrace{10000};
+
 /// What the caller knows about the pod that owns an existing lock.
 enum class LockOwnerState {
   unknown,   ///< not looked up yet

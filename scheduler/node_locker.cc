@@ -254,6 +254,9 @@ void NodeLocker::check(const std::string& node) {
   if (stopped_ || !hooks_.may_sweep() || janitor_busy_.count(node)) {
     return;
   }
+  if (auto l = lines_.find(node); l != lines_.end() && !l->second.empty()) {
+    return;  // a binder of ours waits for this node: it judges the lock itself and takes it over in one write
+  }
   auto mit = nodes_.find(node);
   if (mit == nodes_.end() || !mit->second.lock) {
     return;
@@ -268,9 +271,21 @@ asio::awaitable<void> NodeLocker::janitor(std::string n) {
     const std::string value = *nit->second.lock;
     // An empty pod name never matches a holder: this asks "could anyone take it?".
     LockDecision d = decide_node_lock(n, value, "", "", options_.clock.wall(), options_.timeout);
+    LockOwnerState owner = LockOwnerState::unknown;
     if (d.action == LockAction::lookup_owner) {
-      auto owner = co_await owner_state(d.holder_ns, d.holder_pod, n);
+      owner = co_await owner_state(d.holder_ns, d.holder_pod, n);
       d = decide_node_lock(n, value, "", "", options_.clock.wall(), options_.timeout, owner, options_.abandon_grace);
+    }
+    if (d.action == LockAction::take_owner_gone &&
+        (owner == LockOwnerState::finished || owner == LockOwnerState::allocation_over)) {
+      // Done allocating: the device plugin releases this lock itself; the sweep looks again after the grace.
+      auto parsed = parse_node_lock(value);
+      if (parsed && options_.clock.wall() - parsed->time < options_.release_grace) {
+        d.action = LockAction::contention;
+      }
+    }
+    if (auto l = lines_.find(n); l != lines_.end() && !l->second.empty()) {
+      d.action = LockAction::contention;  // a binder arrived meanwhile: it takes the lock over itself
     }
     if (d.action == LockAction::take_expired || d.action == LockAction::take_owner_gone) {
       // Only the value judged, and only while leading; a changed value is judged again by its own event.

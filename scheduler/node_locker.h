@@ -44,6 +44,7 @@ struct NodeLockerOptions {
   /// has abandoned the lock (classify_lock_owner); empty: never judged so.
   std::string scheduler_name;
   std::chrono::milliseconds abandon_grace = kAbandonedLockGrace;
+  std::chrono::milliseconds release_grace = kPluginReleaseGrace;
   LoopClock clock;
 };
 

@@ -103,7 +103,7 @@ struct SchedulingLoop::Binding {
 };
 
 SchedulingLoop::SchedulingLoop(asio::any_io_executor executor, LoopOptions options, std::shared_ptr<LoopApi> api,
-                               std::shared_ptr<LoopApi> side_api)
+                               std::shared_ptr<LoopApi> side_api, std::shared_ptr<LoopApi> lock_api)
     : executor_(executor),
       options_(std::move(options)),
       schedule_options_([this] {
@@ -123,7 +123,7 @@ SchedulingLoop::SchedulingLoop(asio::any_io_executor executor, LoopOptions optio
                                 .abandon_grace = options_.lock_abandon_grace,
                                 .release_grace = options_.lock_release_grace,
                                 .clock = options_.clock},
-              api_,
+              lock_api ? std::move(lock_api) : api_,
               NodeLocker::Hooks{
                   .may_write = [this] { return !stopped_ && active_; },
                   .may_sweep = [this] { return !stopped_ && active_ && synced_; },

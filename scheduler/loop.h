@@ -120,9 +120,12 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
  public:
   /// `api` carries the bind path (locks, Bindings, reads); `side_api` (default: `api`) carries what must never
   /// delay a bind: Events, PodScheduled=False conditions and the vgpu-node label. In production it is a second
-  /// client with its own rate limit, as kube-scheduler's event client is.
+  /// client with its own rate limit, as kube-scheduler's event client is. `lock_api` (default: `api`) carries the
+  /// node lock's reads and writes (NodeLocker): in production a third client, as HAMi's lock is written by its
+  /// scheduler extender's own client beside kube-scheduler's, so a pod's two writes (lock, Binding) do not share
+  /// one token bucket.
   SchedulingLoop(boost::asio::any_io_executor executor, LoopOptions options, std::shared_ptr<LoopApi> api,
-                 std::shared_ptr<LoopApi> side_api = nullptr);
+                 std::shared_ptr<LoopApi> side_api = nullptr, std::shared_ptr<LoopApi> lock_api = nullptr);
   ~SchedulingLoop();
 
   // ---- informer inputs (from kube::Reflector handlers, or tests) ----

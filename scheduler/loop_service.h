@@ -41,11 +41,19 @@ std::string make_identity();
 /// Informers + loop + leader election on a client's executor (which must be single-threaded).
 class SchedulerService {
  public:
-  /// `side_client` (on the same executor; default: `client`) carries Events, PodScheduled=False conditions and
-  /// labels with its own rate limit, so they never take a bind's token (kube-scheduler's separate event client).
+  /// Clients besides the bind client, each with its own rate limit (all on the same executor; null: the bind
+  /// client), as kube-scheduler builds an event client and a leader-election client beside its main one.
+  struct ExtraClients {
+    /// Events, PodScheduled=False conditions and labels: they never take a bind's token.
+    std::shared_ptr<kube::Client> side;
+    /// The node lock's reads and writes (SchedulingLoop's `lock_api`), as HAMi's extender writes the lock with
+    /// its own client beside kube-scheduler's.
+    std::shared_ptr<kube::Client> lock;
+    /// The Lease: renewals never wait behind a burst of binds (kube-scheduler's "leader-election" client).
+    std::shared_ptr<kube::Client> lease;
+  };
   SchedulerService(std::shared_ptr<kube::Client> client, const Configuration& config, std::string identity,
-                   std::string lease_namespace, LoopClock clock = {},
-                   std::shared_ptr<kube::Client> side_client = nullptr);
+                   std::string lease_namespace, LoopClock clock = {}, ExtraClients extra = {});
   /// co_spawns everything on the client's executor. Call once.
   void start();
   /// Stops informers, loop and election (releasing the lease); call on the executor.
@@ -62,6 +70,8 @@ class SchedulerService {
 
   std::shared_ptr<kube::Client> client_;
   std::shared_ptr<kube::Client> side_client_;
+  std::shared_ptr<kube::Client> lock_client_;
+  std::shared_ptr<kube::Client> lease_client_;
   Configuration config_;
   std::shared_ptr<SchedulingLoop> loop_;
   std::shared_ptr<LeaderRunner> leader_;  // null when disabled
@@ -93,7 +103,9 @@ class SchedulerProcess {
   SchedulerProcess() = default;
   boost::asio::io_context io_;
   std::shared_ptr<kube::Client> client_;
-  std::shared_ptr<kube::Client> side_client_;  // Events, conditions, labels: their own rate limit
+  std::shared_ptr<kube::Client> side_client_;   // Events, conditions, labels: their own rate limit
+  std::shared_ptr<kube::Client> lock_client_;   // the node lock (nodeLock: hami): its own rate limit
+  std::shared_ptr<kube::Client> lease_client_;  // leader election: its own rate limit
   std::shared_ptr<SchedulerService> service_;
   std::string identity_;
   std::thread thread_;

@@ -65,16 +65,26 @@ inline void check_mutation(const boost::json::object& pod, std::string_view ns, 
     fail("second pass is not a no-op", "first: " + patch_text + "\nsecond: " + serialize_patch(again.patch) +
                                            "\nmessage: " + again.message + "\npod: " + before);
   }
-  const auto& annotations = applied["metadata"]["annotations"];
+  // metadata may be anything in a fuzzed pod (a real API server sends an object); only an object has annotations.
+  nlohmann::json annotations = nlohmann::json::object();
+  if (auto m = applied.find("metadata"); m != applied.end() && m->is_object()) {
+    if (auto a = m->find("annotations"); a != m->end() && a->is_object()) {
+      annotations = *a;
+    }
+  }
+  const std::string key(kGpuRequestAnnotation);
   if (!r.gpu_pod) {
-    if (annotations.is_object() && annotations.contains(std::string(kGpuRequestAnnotation))) {
+    if (annotations.contains(key)) {
       fail("GPU-less or skipped pod keeps gpuslice.io/gpu-request", applied.dump());
     }
     return;
   }
   // The annotation is what the scheduler compares with: it must decode to the pod's own request, and the
   // mutated spec must give the same request under kubelet's rule (every GPU container has its count limit).
-  auto decoded = decode_gpu_request(annotations[std::string(kGpuRequestAnnotation)].get<std::string>());
+  if (!annotations.contains(key) || !annotations[key].is_string()) {
+    fail("GPU pod without a string gpuslice.io/gpu-request annotation after the patch", applied.dump());
+  }
+  auto decoded = decode_gpu_request(annotations[key].get<std::string>());
   auto expected = extract_gpu_request(again_doc.get_object(), config.devices);
   auto kubelet = extract_gpu_request(again_doc.get_object(), config.devices, CountRule::kubelet);
   if (!decoded.ok() || !expected.ok() || !(decoded.value() == expected.value())) {

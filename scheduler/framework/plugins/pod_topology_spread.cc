@@ -79,8 +79,11 @@ void count_domains(const CycleContext& ctx, const std::vector<const SpreadConstr
     // from the pod index (the selector's labels in the pod's namespace), counted where they run: the same counts
     // as walking every node's pods below, at O(nodes + pods that may match).
     snap.for_each_node([&](const NodeState& n) {
+      if (require_all && !has_all_keys(n, cs)) {
+        return;
+      }
       for (size_t i = 0; i < cs.size(); ++i) {
-        if (has_keys(n, cs, i, require_all) && included(*cs[i], ctx.pod, n)) {
+        if (n.labels.count(cs[i]->topology_key) != 0 && included(*cs[i], ctx.pod, n)) {
           counts[i].try_emplace(n.labels.find(cs[i]->topology_key)->second, 0);
         }
       }
@@ -102,8 +105,11 @@ void count_domains(const CycleContext& ctx, const std::vector<const SpreadConstr
     return;
   }
   snap.for_each_node([&](const NodeState& n) {
+    if (require_all && !has_all_keys(n, cs)) {
+      return;
+    }
     for (size_t i = 0; i < cs.size(); ++i) {
-      if (!has_keys(n, cs, i, require_all) || !included(*cs[i], ctx.pod, n)) {
+      if (n.labels.count(cs[i]->topology_key) == 0 || !included(*cs[i], ctx.pod, n)) {
         continue;
       }
       counts[i][n.labels.find(cs[i]->topology_key)->second] += count_on(ctx.snapshot, n, *cs[i], ctx.pod.ns);

@@ -131,6 +131,14 @@ build_helm() {
   GOBIN=$out "$GO" install -trimpath -ldflags "$ldf" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 }
 
+# One build at a time per cache: two Go builds writing the same outputs (a CI run beside a developer's lab, or two
+# engineers' labs starting together) collide. The second waits for the first and then finds the tools built.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.build.lock"
+if ! flock -n 9; then
+  log "another lab/build-tools.sh is building into $CACHE: waiting for it"
+  flock 9
+fi
 t0=$SECONDS
 timed etcd build_etcd
 timed kubernetes build_k8s

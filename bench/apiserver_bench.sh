@@ -15,12 +15,16 @@
 # Binding is observed from a watch on the API server (bench/apiserver_watch.py), never from scheduler logs.
 #
 #   bench/apiserver_bench.sh [--pods 2000] [--nodes 200] [--samples 7] [--runs 1] [--node-lock hami|off] [--qps N]
-#                            [--lock-lookahead N] [--reuse | --fresh] [--keep]
+#                            [--lock-lookahead N] [--device-agent on|off] [--reuse | --fresh] [--keep]
 #     --runs N  repeat steps 1 and 2 N times, interleaved (gpuslice, kube-scheduler, gpuslice, ...), each on fresh
 #              pods (the previous run's deleted first); the report gives every run, the medians and the spread
 #     --node-lock  gpuslice's scheduler.nodeLock for this run (default: the lab's configuration, hami): written into
 #              the lab's generated $STATE/tenant-a/gpuslice-config.yaml, restored at the end
 #     --lock-lookahead N  gpuslice's scheduler.nodeLockLookahead for this run (default: the lab's configuration)
+#     --device-agent off  stop the lab's device agent (HAMi's plugin stand-in) for the runs, started again at the
+#              end: each GPU pod then costs the API server only what the scheduler sends, as a plain pod does in
+#              kube-scheduler's run; only with --node-lock off (with the lock nothing would release it). Default
+#              on: the agent admits every bound GPU pod with HAMi's plugin's ~7 requests, on the same cores.
 #     --qps N  client QPS (burst 2N) for BOTH schedulers (default: their defaults, 50 / burst 100 for both)
 #     --reuse  use the lab already running (it must have tenant a with gpuslice and >= --nodes extra nodes)
 #     --fresh  (re)start the lab: lab/lab.sh up --tenants a --extra-nodes NODES (stops a running lab!)
@@ -47,7 +51,7 @@ if [[ -z ${GPUSLICE_BIN:-} && -x $REPO/build/bench/cmd/gpuslice ]]; then export 
 STATE=$GPUSLICE_LAB_STATE
 BIN=$("$REPO/lab/build-tools.sh" --print-bin)
 WATCH=$BENCH_DIR/apiserver_watch.py
-PODS=2000 NODES=200 SAMPLES=7 RUNS=1 MODE=ask KEEP=false NODE_LOCK="" QPS="" LOOKAHEAD=""
+PODS=2000 NODES=200 SAMPLES=7 RUNS=1 MODE=ask KEEP=false NODE_LOCK="" QPS="" LOOKAHEAD="" AGENT=on
 NS=gpuslice-bench
 KS_NAME=bench-kube-scheduler
 GS_NAME=gpuslice-scheduler
@@ -66,7 +70,8 @@ while (($#)); do
     --node-lock) NODE_LOCK=$2; shift 2 ;;
     --lock-lookahead) LOOKAHEAD=$2; shift 2 ;;
     --qps) QPS=$2; shift 2 ;;
-    *) echo "usage: $0 [--pods N] [--nodes N] [--samples N] [--runs N] [--node-lock hami|off] [--qps N] [--lock-lookahead N] [--reuse|--fresh] [--keep]" >&2; exit 2 ;;
+    --device-agent) AGENT=$2; shift 2 ;;
+    *) echo "usage: $0 [--pods N] [--nodes N] [--samples N] [--runs N] [--node-lock hami|off] [--qps N] [--lock-lookahead N] [--device-agent on|off] [--reuse|--fresh] [--keep]" >&2; exit 2 ;;
   esac
 done
 [[ $PODS =~ ^[0-9]+$ && $NODES =~ ^[0-9]+$ && $SAMPLES =~ ^[0-9]+$ && $RUNS =~ ^[1-9][0-9]*$ ]] ||
@@ -74,6 +79,8 @@ done
 [[ -z $NODE_LOCK || $NODE_LOCK == hami || $NODE_LOCK == off ]] || { echo "--node-lock: hami or off" >&2; exit 2; }
 [[ -z $LOOKAHEAD || $LOOKAHEAD =~ ^[1-9][0-9]*$ ]] || { echo "--lock-lookahead: a positive integer, got \"$LOOKAHEAD\"" >&2; exit 2; }
 [[ -z $QPS || $QPS =~ ^[0-9]+$ ]] || { echo "--qps: a number" >&2; exit 2; }
+[[ $AGENT == on || $AGENT == off ]] || { echo "--device-agent: on or off, got \"$AGENT\"" >&2; exit 2; }
+[[ $AGENT == on || $NODE_LOCK == off ]] || { echo "--device-agent off needs --node-lock off (nothing would release HAMi's lock)" >&2; exit 2; }
 
 log() { printf '[bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
@@ -93,6 +100,7 @@ cleanup() {
     mv "$GS_CONFIG.bench-orig" "$GS_CONFIG"
     "$LAB" stop a gpuslice >/dev/null 2>&1; "$LAB" start a gpuslice >/dev/null 2>&1
   fi
+  [[ $AGENT == off ]] && "$LAB" start a mock-device-agent >/dev/null 2>&1
   if $BROUGHT_UP && ! $KEEP; then "$LAB" down >/dev/null 2>&1; fi
   log "work files kept in $WORK"
 }
@@ -136,7 +144,8 @@ PY
 fi
 LOCK_MODE=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1])).get("scheduler", {}).get("nodeLock", "hami"))' "$GS_CONFIG")
 GS_QPS=$(python3 -c 'import sys, yaml; s = yaml.safe_load(open(sys.argv[1])).get("scheduler", {}); print(s.get("kubeQPS", 50), s.get("kubeBurst", 100), s.get("nodeLockLookahead", "default"))' "$GS_CONFIG")
-log "gpuslice scheduler.nodeLock: $LOCK_MODE, kubeQPS/kubeBurst/nodeLockLookahead: $GS_QPS"
+log "gpuslice scheduler.nodeLock: $LOCK_MODE, kubeQPS/kubeBurst/nodeLockLookahead: $GS_QPS, device agent: $AGENT"
+[[ $AGENT == off ]] && "$LAB" stop a mock-device-agent
 if kc get namespace "$NS" >/dev/null 2>&1; then   # left by an interrupted run: let it finish terminating
   log "waiting for namespace $NS of an earlier run to go"
   kc delete namespace "$NS" --wait=true --timeout=300s >/dev/null 2>&1 || die "namespace $NS is stuck"
@@ -185,6 +194,33 @@ wait_watch() {
   return $rc
 }
 
+# CPU time of every process the run involves, from /proc (utime + stime in clock ticks), so a run says where the
+# machine's cores went: the lab's processes by their pid files (kube-apiserver, etcd, kwok, the device agent,
+# gpuslice, Konnectivity), the upstream kube-scheduler and the watcher by pid, and the whole machine from
+# /proc/stat. `cpu_snapshot FILE [name=pid ...]` writes "name ticks" lines; cpu_delta turns two into JSON.
+cpu_snapshot() {
+  local out=$1 f pid name; shift
+  {
+    for f in "$STATE"/pids/*.pid; do
+      pid=$(cat "$f" 2>/dev/null) || continue; name=$(basename "$f" .pid)
+      [[ -r /proc/$pid/stat ]] && printf '%s %s\n' "$name" "$(sed 's/^.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')"
+    done
+    for f in "$@"; do
+      pid=${f#*=}; name=${f%%=*}
+      [[ -n $pid && -r /proc/$pid/stat ]] && printf '%s %s\n' "$name" "$(sed 's/^.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')"
+    done
+    awk '$1 == "cpu" {print "machine", $2 + $3 + $4 + $7 + $8}' /proc/stat
+  } >"$out"
+}
+cpu_delta() {  # BEFORE AFTER -> {"name": cpu seconds} (processes present in both)
+  python3 - "$1" "$2" "$(getconf CLK_TCK)" <<'PY'
+import json, sys
+def read(p): return dict((l.split()[0], int(float(l.split()[1]))) for l in open(p) if l.strip())
+a, b, hz = read(sys.argv[1]), read(sys.argv[2]), int(sys.argv[3])
+print(json.dumps({k: (b[k] - a[k]) / hz for k in b if k in a}))
+PY
+}
+
 # ---- 1. and 2., RUNS times ----------------------------------------------------------------------------------
 delete_run_pods() {  # PREFIX: the pods of one run, grace 0, until none is left
   python3 "$WATCH" delete-pods --kubeconfig "$KCFG" --namespace "$NS" --selector "bench=$1" --prefix "$1-" \
@@ -197,7 +233,7 @@ clientConnection: {kubeconfig: $KCFG${QPS:+, qps: $QPS, burst: $((2 * ${QPS:-0})
 leaderElection: {leaderElect: false}
 profiles: [{schedulerName: $KS_NAME}]
 EOF
-GS_RUNS=() KS_RUNS=()
+GS_RUNS=() KS_RUNS=() GS_CPU=() KS_CPU=()
 for ((run = 1; run <= RUNS; run++)); do
   # 1. gpuslice
   log "1/3 run $run/$RUNS gpuslice: $PODS GPU pods on $all_nodes nodes"
@@ -207,7 +243,10 @@ for ((run = 1; run <= RUNS; run++)); do
   start_watch "bench=gpu$run" "$PODS" "$WORK/gpu$run.events"
   GS_START=$(now)
   "$LAB" start a gpuslice
+  cpu_snapshot "$WORK/cpu-gs$run.0" "watcher=$WATCH_PID"
   wait_watch || die "gpuslice bound $(cut -f3 "$WORK/gpu$run.events" | sort -u | wc -l) / $PODS pods within ${BIND_TIMEOUT}s (lab.sh logs a gpuslice)"
+  cpu_snapshot "$WORK/cpu-gs$run.1"
+  GS_CPU+=("$(cpu_delta "$WORK/cpu-gs$run.0" "$WORK/cpu-gs$run.1")")
   GS=$(python3 "$WATCH" throughput --events "$WORK/gpu$run.events" --start "$GS_START" --pods "$PODS")
   GS_RUNS+=("$GS")
   log "  gpuslice: $GS"
@@ -222,7 +261,10 @@ for ((run = 1; run <= RUNS; run++)); do
   "$BIN/kube-scheduler" --config="$WORK/kube-scheduler.yaml" --bind-address=127.0.0.1 --secure-port=0 \
     >"$WORK/kube-scheduler-$run.log" 2>&1 &
   KS_PID=$!
+  cpu_snapshot "$WORK/cpu-ks$run.0" "watcher=$WATCH_PID" "kube-scheduler=$KS_PID"
   wait_watch || die "kube-scheduler bound too few pods within ${BIND_TIMEOUT}s ($WORK/kube-scheduler-$run.log)"
+  cpu_snapshot "$WORK/cpu-ks$run.1" "kube-scheduler=$KS_PID"
+  KS_CPU+=("$(cpu_delta "$WORK/cpu-ks$run.0" "$WORK/cpu-ks$run.1")")
   kill "$KS_PID" 2>/dev/null; wait "$KS_PID" 2>/dev/null || true; KS_PID=""
   KS=$(python3 "$WATCH" throughput --events "$WORK/plain$run.events" --start "$KS_START" --pods "$PODS")
   KS_RUNS+=("$KS")
@@ -231,6 +273,8 @@ for ((run = 1; run <= RUNS; run++)); do
 done
 GS=$(printf '%s\n' "${GS_RUNS[@]}" | python3 -c 'import json, sys; print(json.dumps([json.loads(l) for l in sys.stdin]))')
 KS=$(printf '%s\n' "${KS_RUNS[@]}" | python3 -c 'import json, sys; print(json.dumps([json.loads(l) for l in sys.stdin]))')
+GS_CPU=$(printf '%s\n' "${GS_CPU[@]}" | python3 -c 'import json, sys; print(json.dumps([json.loads(l) for l in sys.stdin]))')
+KS_CPU=$(printf '%s\n' "${KS_CPU[@]}" | python3 -c 'import json, sys; print(json.dumps([json.loads(l) for l in sys.stdin]))')
 
 # ---- 3. freed slice -> pending bound (skipped with --samples 0) ----------------------------------------------
 LAT='[]'
@@ -261,10 +305,11 @@ LAT=$(python3 "$WATCH" latency --events "$WORK/latency.events" --pairs "$pairs")
 fi
 
 # ---- report -----------------------------------------------------------------------------------------------
-python3 - "$GS" "$KS" "$LAT" "$PODS" "$all_nodes" "$LOCK_MODE" "${QPS:-50 (defaults)}" <<'PY'
+python3 - "$GS" "$KS" "$LAT" "$PODS" "$all_nodes" "$LOCK_MODE" "${QPS:-50 (defaults)}" "$GS_CPU" "$KS_CPU" "$AGENT" <<'PY'
 import json, sys, statistics
 gs_runs, ks_runs, lat = (json.loads(x) for x in sys.argv[1:4])
 pods, nodes, lock, qps = sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
+gs_cpu, ks_cpu = json.loads(sys.argv[8]), json.loads(sys.argv[9])
 print(f"\nclient QPS (both schedulers): {qps}; {len(gs_runs)} run(s), interleaved")
 def f(x, d=1): return "-" if x is None else f"{x:.{d}f}"
 def ratio(g, k, key): return g[key] / k[key] if g.get(key) and k.get(key) else None
@@ -273,7 +318,8 @@ def cell(xs, d=1):
     if not xs: return "-"
     m = statistics.median(xs)
     return f"**{m:.{d}f}**" + (f" ({min(xs):.{d}f}-{max(xs):.{d}f})" if len(xs) > 1 else "")
-print(f"\n| {pods} pods, {nodes} nodes | gpuslice (GPU pods, nodeLock {lock}) | kube-scheduler (plain pods) | ratio |")
+agent = "" if sys.argv[10] == "on" else ", no device agent"
+print(f"\n| {pods} pods, {nodes} nodes | gpuslice (GPU pods, nodeLock {lock}{agent}) | kube-scheduler (plain pods) | ratio |")
 print("|---|---|---|---|")
 print(f"| bound | {' / '.join(str(g['bound']) for g in gs_runs)} | {' / '.join(str(k['bound']) for k in ks_runs)} | |")
 rows = [("scheduler start -> all bound (s)", "start_to_all_s", False),
@@ -295,4 +341,15 @@ if ls:
     print(f"\nfreed slice -> pending pod bound (gpuslice, nodeLock {lock}, {len(ls)} samples): "
           f"p50 {statistics.median(ls) * 1000:.0f} ms, max {max(ls) * 1000:.0f} ms; "
           f"samples (ms): {', '.join(f'{x * 1000:.0f}' for x in ls)}")
+# Where the cores went: CPU ms per bound pod of each process, from the scheduler's start to its last bind
+# (median over the runs); "machine" is every process on the machine (/proc/stat: user, nice, system, irq, softirq).
+def per_pod(runs, name):
+    return [r[name] * 1000 / int(pods) for r in runs if name in r]
+names = sorted({n for r in gs_cpu + ks_cpu for n in r}, key=lambda n: (n == "machine", n))
+print(f"\nCPU ms per pod, scheduler start -> all bound (median over the runs; (min-max)):\n")
+print("| process | during gpuslice's run | during kube-scheduler's run |")
+print("|---|---|---|")
+for n in names:
+    print(f"| {n} | {cell(per_pod(gs_cpu, n), 2)} | {cell(per_pod(ks_cpu, n), 2)} |")
+
 PY

@@ -45,6 +45,7 @@ struct KubeMetrics {
   metrics::HistogramFamily& duration;
   metrics::HistogramFamily& throttle;
   metrics::Family<metrics::Counter>& watch_events;
+  metrics::Family<metrics::Counter>& connections;
 
   static KubeMetrics& get() {
     static KubeMetrics m{
@@ -59,6 +60,11 @@ struct KubeMetrics {
                                               metrics::exponential_buckets(0.001, 2, 15)),
         metrics::default_registry().counter("gpuslice_kube_watch_events_total", "Watch events received by type",
                                             {"type"}),
+        metrics::default_registry().counter("gpuslice_kube_connections_opened_total",
+                                            "Connections opened to the API server (TCP, and the TLS handshake on "
+                                            "https), by client (its user agent); a pool that is too small shows "
+                                            "here as a new handshake per request",
+                                            {"client"}),
     };
     return m;
   }
@@ -514,6 +520,7 @@ awaitable<ApiResult<Response>> Client::send(Request request) {
           result = c.error();
           break;
         }
+        m.connections.with({options_.user_agent}).inc();
         conn = std::move(*c);
       }
       http::response_parser<http::string_body> parser;
@@ -892,6 +899,7 @@ awaitable<ApiResult<WatchResult>> Client::watch(std::string path, WatchOptions o
       result = c.error();
       break;
     }
+    m.connections.with({options_.user_agent}).inc();
     std::unique_ptr<Connection> conn = std::move(*c);
     Connection* raw = conn.get();
     if (cancellation) {

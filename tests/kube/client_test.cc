@@ -1,5 +1,6 @@
 // Client tests against in-process TLS servers on 127.0.0.1 port 0 (tests/kube/test_server.h).
 #include "kube/client.h"
+#include "common/metrics.h"
 #include "kube/reflector.h"
 #include "tests/kube/test_pki.h"
 #include "tests/kube/test_server.h"
@@ -100,6 +101,14 @@ struct TempFile {
   ~TempFile() { std::filesystem::remove(path); }
   void write(const std::string& content) const { std::ofstream(path, std::ios::trunc) << content; }
 };
+
+// gpuslice_kube_connections_opened_total{client="gpuslice"} (the test clients' user agent) as exposed now.
+double connections_metric() {
+  const std::string text = gpuslice::metrics::default_registry().serialize();
+  const std::string key = "gpuslice_kube_connections_opened_total{client=\"gpuslice\"} ";
+  const auto at = text.find(key);
+  return at == std::string::npos ? 0 : std::stod(text.substr(at + key.size()));
+}
 }  // namespace
 
 TEST_CASE("client GET: object decoded, headers sent, keep-alive connection reused") {
@@ -109,6 +118,7 @@ TEST_CASE("client GET: object decoded, headers sent, keep-alive connection reuse
         fmt::format(R"({{"kind":"Pod","metadata":{{"name":"p","resourceVersion":"7"}},"seen":"{}"}})", r.target));
   });
   auto client = make_client(io, config_for(server));
+  const double opened_before = connections_metric();
   run_test(io, [&]() -> awaitable<void> {
     for (int i = 0; i < 3; ++i) {
       auto r = co_await client->get(object_path(resources::pods(), "ns", "p"));
@@ -125,6 +135,7 @@ TEST_CASE("client GET: object decoded, headers sent, keep-alive connection reuse
   REQUIRE(h.at("user-agent") == "gpuslice");
   REQUIRE(server.connections() == 1);
   REQUIRE(client->connections_opened() == 1);
+  REQUIRE(connections_metric() - opened_before == 1);
   REQUIRE(client->idle_connections() == 1);
 }
 

@@ -154,8 +154,8 @@ class ConnectionTable {
     } else if (entries_.size() >= cap_) {
       if (!pending_.empty()) {
         a.victim = take(*pending_.begin());
-      } else if (!idle_.empty()) {
-        a.victim = take(idle_.begin()->second);
+      } else if (idle_head_ != nullptr) {
+        a.victim = take(idle_head_->id);
       } else {
         return a;  // every connection is answering a request: the new one waits for none of them
       }
@@ -163,7 +163,7 @@ class ConnectionTable {
     }
     a.admitted = true;
     a.id = ++next_id_;
-    entries_.emplace(a.id, Entry{.source = source});
+    entries_.emplace(a.id, Entry{.id = a.id, .source = source});
     pending_.insert(a.id);
     by_source_[source].insert(a.id);
     return a;
@@ -186,8 +186,7 @@ class ConnectionTable {
     leave(id, it->second);
     it->second.phase = phase;
     if (phase == Phase::idle) {
-      it->second.idle_seq = ++next_idle_;
-      idle_.emplace(it->second.idle_seq, id);
+      link_idle(it->second);
     }
   }
 
@@ -206,14 +205,31 @@ class ConnectionTable {
 
  private:
   struct Entry {
+    uint64_t id = 0;
     net::ip::address source;
     std::weak_ptr<SessionBase> session;
     Phase phase = Phase::pending;
-    uint64_t idle_seq = 0;
+    // The idle list, oldest first, linked through the entries themselves: a connection goes idle and busy once
+    // per request, so this costs no allocation (unordered_map nodes do not move on rehash).
+    Entry* idle_prev = nullptr;
+    Entry* idle_next = nullptr;
   };
 
+  void link_idle(Entry& e) {
+    e.idle_prev = idle_tail_;
+    e.idle_next = nullptr;
+    (idle_tail_ != nullptr ? idle_tail_->idle_next : idle_head_) = &e;
+    idle_tail_ = &e;
+  }
+
+  void unlink_idle(Entry& e) {
+    (e.idle_prev != nullptr ? e.idle_prev->idle_next : idle_head_) = e.idle_next;
+    (e.idle_next != nullptr ? e.idle_next->idle_prev : idle_tail_) = e.idle_prev;
+    e.idle_prev = e.idle_next = nullptr;
+  }
+
   /// Drops `id` from its phase's index (and its source's pending set).
-  void leave(uint64_t id, const Entry& e) {
+  void leave(uint64_t id, Entry& e) {
     if (e.phase == Phase::pending) {
       pending_.erase(id);
       if (auto src = by_source_.find(e.source); src != by_source_.end()) {
@@ -223,7 +239,7 @@ class ConnectionTable {
         }
       }
     } else if (e.phase == Phase::idle) {
-      idle_.erase(e.idle_seq);
+      unlink_idle(e);
     }
   }
 
@@ -243,10 +259,10 @@ class ConnectionTable {
   const size_t per_source_;
   mutable std::mutex mutex_;
   uint64_t next_id_ = 0;  // accept order: the smallest pending id is the oldest
-  uint64_t next_idle_ = 0;
   std::unordered_map<uint64_t, Entry> entries_;
   std::set<uint64_t> pending_;
-  std::map<uint64_t, uint64_t> idle_;  // idle_seq -> id, oldest first
+  Entry* idle_head_ = nullptr;  // the oldest idle connection
+  Entry* idle_tail_ = nullptr;
   std::map<net::ip::address, std::set<uint64_t>> by_source_;
 };
 
@@ -260,10 +276,14 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
   HealthChecks readiness{"readyz"};
   Pages pages;
 
-  // Owned by pointer so stop() can destroy it (and with it the handlers that keep sessions alive) while
+  // One io_context per thread, each run by that thread alone: a connection lives on one of them (round robin at
+  // the accept), so its handlers run one at a time without a strand (no strand queue, lock or executor
+  // refcount per completion: issue 12 item 5). iocs[0] also runs the acceptors and the certificate poll.
+  // Owned by pointer so stop() can destroy them (and with them the handlers that keep sessions alive) while
   // the rest of the state still exists.
-  std::unique_ptr<net::io_context> ioc = std::make_unique<net::io_context>();
-  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::vector<std::unique_ptr<net::io_context>> iocs;
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::atomic<size_t> next_ioc{0};
   std::vector<std::thread> threads;
   std::optional<tcp::acceptor> tls_acceptor;
   std::optional<tcp::acceptor> plain_acceptor;
@@ -707,7 +727,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::shared_ptr<Server::State> state_;
   ConnectionTable& table_;  // the listener's; outlives the session (State owns it)
   const uint64_t id_;
-  net::any_io_executor executor_;  // the connection's strand
+  net::any_io_executor executor_;  // the connection's io_context (one thread: handlers never run concurrently)
   const std::chrono::steady_clock::time_point accepted_;
   net::steady_timer hello_timer_;         // TLS: accept to the first byte
   std::shared_ptr<TlsContext> tls_;       // keeps the context this connection's handshake used alive
@@ -732,7 +752,9 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 // State: accept loop and certificate polling
 
 void Server::State::do_accept(tcp::acceptor& acceptor, bool tls_listener) {
-  acceptor.async_accept(net::make_strand(*ioc),
+  // The new connection's io_context, round robin over the threads.
+  net::io_context& target = *iocs[next_ioc.fetch_add(1, std::memory_order_relaxed) % iocs.size()];
+  acceptor.async_accept(target.get_executor(),
                         [this, self = shared_from_this(), &acceptor, tls_listener](error_code ec, tcp::socket socket) {
                           if (ec) {
                             if (ec == net::error::operation_aborted || stopping) {
@@ -904,6 +926,9 @@ Status Server::start() {
   if (!s.handler) {
     return make_error("webhook server: no review handler");
   }
+  while (s.iocs.size() < static_cast<size_t>(s.options.threads)) {
+    s.iocs.push_back(std::make_unique<net::io_context>(1));  // concurrency hint: run by one thread
+  }
   // An empty bind address runs the probe listener alone (e.g. `serve --enable-webhook=false` with the
   // scheduler): no TLS listener, no certificate.
   const bool tls_enabled = !s.options.bind_address.empty();
@@ -950,7 +975,7 @@ Status Server::start() {
 
   auto listen = [&](std::optional<tcp::acceptor>& acc, const tcp::endpoint& e, const std::string& field,
                     uint16_t& port) -> Status {
-    acc.emplace(net::make_strand(*s.ioc));
+    acc.emplace(s.iocs[0]->get_executor());
     error_code ec;
     acc->open(e.protocol(), ec);
     if (!ec) {
@@ -980,8 +1005,10 @@ Status Server::start() {
     }
   }
   s.started = true;
-  s.work.emplace(s.ioc->get_executor());
-  s.control.emplace(net::make_strand(*s.ioc));
+  for (auto& ioc : s.iocs) {
+    s.work.emplace_back(ioc->get_executor());
+  }
+  s.control.emplace(net::make_strand(*s.iocs[0]));
   s.poll_timer.emplace(*s.control);
   net::dispatch(*s.control, [st = state_] { st->schedule_poll(); });
   if (s.tls_acceptor) {
@@ -991,11 +1018,11 @@ Status Server::start() {
     s.do_accept(*s.plain_acceptor, false);
   }
   for (int i = 0; i < s.options.threads; ++i) {
-    s.threads.emplace_back([st = state_.get()] {
+    s.threads.emplace_back([ioc = s.iocs[static_cast<size_t>(i)].get()] {
       // Handlers do not throw by design; a throw here would be a bug, so log it and keep the thread.
       for (;;) {
         try {
-          st->ioc->run();
+          ioc->run();
           return;
         } catch (const std::exception& e) {
           log::error("webhook io thread caught an exception", {{"error", e.what()}});
@@ -1052,8 +1079,10 @@ void Server::stop() {
     std::unique_lock lock(s.sessions_mutex);
     s.sessions_cv.wait_for(lock, s.options.shutdown_grace, [&] { return s.sessions.empty(); });
   }
-  s.work.reset();
-  s.ioc->stop();
+  s.work.clear();
+  for (auto& ioc : s.iocs) {
+    ioc->stop();
+  }
   for (auto& t : s.threads) {
     if (t.joinable()) {
       t.join();
@@ -1066,7 +1095,7 @@ void Server::stop() {
   s.tls_acceptor.reset();
   s.plain_acceptor.reset();
   s.control.reset();
-  s.ioc.reset();
+  s.iocs.clear();
   log::info("webhook stopped");
 }
 

@@ -72,8 +72,9 @@ for round in $(seq "$ROUNDS"); do
           awk -v t="$((t1 - t0))" -v n="$n" -v hz="$(getconf CLK_TCK)" -v rss="$(grep VmHWM /proc/$PID/status | awk '{print $2}')" '
             /Requests\/sec/ {rps=$2} /Non-2xx/ {bad=$NF} /Socket errors/ {err=$0}
             /^ +50%/ {p50=$2} /^ +99%/ {p99=$2}
-            END {printf "wrk -c 1000: reviews/s=%s p50=%s p99=%s non2xx=%s %s server cpu/review=%.1fus VmHWM=%s kB\n",
-                 rps, p50, p99, bad == "" ? 0 : bad, err, n > 0 ? t / hz / n * 1e6 : 0, rss}' "$W/wrk.out"
+            END {if (bad == "") bad = 0; per = 0; if (n > 0) per = t / hz / n * 1e6
+                 printf "wrk -c 1000: reviews/s=%s p50=%s p99=%s non2xx=%s %s server cpu/review=%.1fus VmHWM=%s kB\n",
+                 rps, p50, p99, bad, err, per, rss}' "$W/wrk.out"
           ;;
         reconnect)
           # A new TCP + TLS connection per review (an API server past client-go's 25 idle connections per host

@@ -33,6 +33,14 @@ namespace http = beast::http;
 using tcp = net::ip::tcp;
 using beast::error_code;
 
+// A connection's I/O objects use its io_context's executor type directly, not the type-erased any_io_executor:
+// each operation copies its executor, and the erased copy (with its work-tracking `prefer`) showed in the profile.
+using Executor = net::io_context::executor_type;
+using Socket = tcp::socket::rebind_executor<Executor>::other;
+using TcpStream = beast::basic_stream<tcp, Executor, beast::unlimited_rate_policy>;
+using Timer =
+    net::basic_waitable_timer<std::chrono::steady_clock, net::wait_traits<std::chrono::steady_clock>, Executor>;
+
 namespace {
 
 /// HOST:PORT (IPv6 as [::1]:443) -> endpoint. Names are not resolved: a bind address is an IP.
@@ -367,7 +375,7 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
   void schedule_poll();
   void do_accept(tcp::acceptor& acceptor, bool tls);
   /// A new connection: room made by the listener's table (server.h), then its session.
-  void admit(tcp::socket socket, bool tls_listener);
+  void admit(Socket socket, bool tls_listener);
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -381,15 +389,15 @@ constexpr std::string_view kPlainHttpRefusal =
     "use https://, or the health port for plain-HTTP probes and /metrics\n";
 
 /// One connection. `Tls` selects ssl_stream<tcp_stream> (webhook port) or tcp_stream (probe port). All
-/// handlers run on the connection's strand; every async operation is under a deadline. A TLS connection starts
-/// as a bare tcp_stream waiting for readability (no TLS state, no buffer) and becomes an ssl_stream when its
-/// first byte is a TLS record.
+/// handlers run on the connection's io_context, which one thread runs; every async operation is under a deadline. A TLS
+/// connection starts as a bare tcp_stream waiting for readability (no TLS state, no buffer) and becomes an ssl_stream
+/// when its first byte is a TLS record.
 template <bool Tls>
 class Session : public SessionBase, public std::enable_shared_from_this<Session<Tls>> {
-  using Stream = std::conditional_t<Tls, beast::ssl_stream<beast::tcp_stream>, beast::tcp_stream>;
+  using Stream = std::conditional_t<Tls, beast::ssl_stream<TcpStream>, TcpStream>;
 
  public:
-  Session(std::shared_ptr<Server::State> state, ConnectionTable& table, uint64_t id, tcp::socket&& socket)
+  Session(std::shared_ptr<Server::State> state, ConnectionTable& table, uint64_t id, Socket&& socket)
       : state_(std::move(state)),
         table_(table),
         id_(id),
@@ -437,7 +445,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   }
 
  private:
-  beast::tcp_stream& lowest() { return stream_ ? beast::get_lowest_layer(*stream_) : *raw_; }
+  TcpStream& lowest() { return stream_ ? beast::get_lowest_layer(*stream_) : *raw_; }
   const ServerOptions& opt() const { return state_->options; }
 
   /// Counts the first abnormal close of this connection (later errors of the same close are its echoes).
@@ -727,12 +735,12 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::shared_ptr<Server::State> state_;
   ConnectionTable& table_;  // the listener's; outlives the session (State owns it)
   const uint64_t id_;
-  net::any_io_executor executor_;  // the connection's io_context (one thread: handlers never run concurrently)
+  Executor executor_;  // the connection's io_context (one thread: handlers never run concurrently)
   const std::chrono::steady_clock::time_point accepted_;
-  net::steady_timer hello_timer_;         // TLS: accept to the first byte
-  std::shared_ptr<TlsContext> tls_;       // keeps the context this connection's handshake used alive
-  std::optional<beast::tcp_stream> raw_;  // TLS: the bare connection until its first byte
-  std::optional<Stream> stream_;          // TLS: from the first byte; plain: from the accept
+  Timer hello_timer_;                // TLS: accept to the first byte
+  std::shared_ptr<TlsContext> tls_;  // keeps the context this connection's handshake used alive
+  std::optional<TcpStream> raw_;     // TLS: the bare connection until its first byte
+  std::optional<Stream> stream_;     // TLS: from the first byte; plain: from the accept
   std::string plain_refusal_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -755,7 +763,7 @@ void Server::State::do_accept(tcp::acceptor& acceptor, bool tls_listener) {
   // The new connection's io_context, round robin over the threads.
   net::io_context& target = *iocs[next_ioc.fetch_add(1, std::memory_order_relaxed) % iocs.size()];
   acceptor.async_accept(target.get_executor(),
-                        [this, self = shared_from_this(), &acceptor, tls_listener](error_code ec, tcp::socket socket) {
+                        [this, self = shared_from_this(), &acceptor, tls_listener](error_code ec, Socket socket) {
                           if (ec) {
                             if (ec == net::error::operation_aborted || stopping) {
                               return;
@@ -771,7 +779,7 @@ void Server::State::do_accept(tcp::acceptor& acceptor, bool tls_listener) {
                         });
 }
 
-void Server::State::admit(tcp::socket socket, bool tls_listener) {
+void Server::State::admit(Socket socket, bool tls_listener) {
   error_code ec;
   const auto peer = socket.remote_endpoint(ec);
   if (ec) {

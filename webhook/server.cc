@@ -33,9 +33,9 @@ namespace http = beast::http;
 using tcp = net::ip::tcp;
 using beast::error_code;
 
-// A connection's I/O objects use its io_context's executor type directly, not the type-erased any_io_executor:
-// each operation copies its executor, and the erased copy (with its work-tracking `prefer`) showed in the profile.
-using Executor = net::io_context::executor_type;
+// A connection's I/O objects use its strand's type directly, not the type-erased any_io_executor: each operation
+// copies its executor, and the erased copy (with its work-tracking `prefer`) showed in the profile (issue 12 item 5).
+using Executor = net::strand<net::io_context::executor_type>;
 using Socket = tcp::socket::rebind_executor<Executor>::other;
 using TcpStream = beast::basic_stream<tcp, Executor, beast::unlimited_rate_policy>;
 using Timer =
@@ -284,14 +284,13 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
   HealthChecks readiness{"readyz"};
   Pages pages;
 
-  // One io_context per thread, each run by that thread alone: a connection lives on one of them (round robin at
-  // the accept), so its handlers run one at a time without a strand (no strand queue, lock or executor
-  // refcount per completion: issue 12 item 5). iocs[0] also runs the acceptors and the certificate poll.
-  // Owned by pointer so stop() can destroy them (and with them the handlers that keep sessions alive) while
+  // One io_context run by every thread: a connection's handlers run on its strand, so a slow review occupies one
+  // thread while the others serve every other connection. (One io_context per thread without strands cost
+  // fewer instructions, but a review then stalls every connection of its thread: issue 12 item 5.)
+  // Owned by pointer so stop() can destroy it (and with it the handlers that keep sessions alive) while
   // the rest of the state still exists.
-  std::vector<std::unique_ptr<net::io_context>> iocs;
-  std::vector<net::executor_work_guard<net::io_context::executor_type>> work;
-  std::atomic<size_t> next_ioc{0};
+  std::unique_ptr<net::io_context> ioc = std::make_unique<net::io_context>();
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   std::vector<std::thread> threads;
   std::optional<tcp::acceptor> tls_acceptor;
   std::optional<tcp::acceptor> plain_acceptor;
@@ -389,9 +388,9 @@ constexpr std::string_view kPlainHttpRefusal =
     "use https://, or the health port for plain-HTTP probes and /metrics\n";
 
 /// One connection. `Tls` selects ssl_stream<tcp_stream> (webhook port) or tcp_stream (probe port). All
-/// handlers run on the connection's io_context, which one thread runs; every async operation is under a deadline. A TLS
-/// connection starts as a bare tcp_stream waiting for readability (no TLS state, no buffer) and becomes an ssl_stream
-/// when its first byte is a TLS record.
+/// handlers run on the connection's strand; every async operation is under a deadline. A TLS connection starts
+/// as a bare tcp_stream waiting for readability (no TLS state, no buffer) and becomes an ssl_stream when its
+/// first byte is a TLS record.
 template <bool Tls>
 class Session : public SessionBase, public std::enable_shared_from_this<Session<Tls>> {
   using Stream = std::conditional_t<Tls, beast::ssl_stream<TcpStream>, TcpStream>;
@@ -735,7 +734,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::shared_ptr<Server::State> state_;
   ConnectionTable& table_;  // the listener's; outlives the session (State owns it)
   const uint64_t id_;
-  Executor executor_;  // the connection's io_context (one thread: handlers never run concurrently)
+  Executor executor_;  // the connection's strand
   const std::chrono::steady_clock::time_point accepted_;
   Timer hello_timer_;                // TLS: accept to the first byte
   std::shared_ptr<TlsContext> tls_;  // keeps the context this connection's handshake used alive
@@ -760,9 +759,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 // State: accept loop and certificate polling
 
 void Server::State::do_accept(tcp::acceptor& acceptor, bool tls_listener) {
-  // The new connection's io_context, round robin over the threads.
-  net::io_context& target = *iocs[next_ioc.fetch_add(1, std::memory_order_relaxed) % iocs.size()];
-  acceptor.async_accept(target.get_executor(),
+  acceptor.async_accept(net::make_strand(ioc->get_executor()),
                         [this, self = shared_from_this(), &acceptor, tls_listener](error_code ec, Socket socket) {
                           if (ec) {
                             if (ec == net::error::operation_aborted || stopping) {
@@ -934,9 +931,6 @@ Status Server::start() {
   if (!s.handler) {
     return make_error("webhook server: no review handler");
   }
-  while (s.iocs.size() < static_cast<size_t>(s.options.threads)) {
-    s.iocs.push_back(std::make_unique<net::io_context>(1));  // concurrency hint: run by one thread
-  }
   // An empty bind address runs the probe listener alone (e.g. `serve --enable-webhook=false` with the
   // scheduler): no TLS listener, no certificate.
   const bool tls_enabled = !s.options.bind_address.empty();
@@ -983,7 +977,7 @@ Status Server::start() {
 
   auto listen = [&](std::optional<tcp::acceptor>& acc, const tcp::endpoint& e, const std::string& field,
                     uint16_t& port) -> Status {
-    acc.emplace(s.iocs[0]->get_executor());
+    acc.emplace(net::make_strand(*s.ioc));
     error_code ec;
     acc->open(e.protocol(), ec);
     if (!ec) {
@@ -1013,10 +1007,8 @@ Status Server::start() {
     }
   }
   s.started = true;
-  for (auto& ioc : s.iocs) {
-    s.work.emplace_back(ioc->get_executor());
-  }
-  s.control.emplace(net::make_strand(*s.iocs[0]));
+  s.work.emplace(s.ioc->get_executor());
+  s.control.emplace(net::make_strand(*s.ioc));
   s.poll_timer.emplace(*s.control);
   net::dispatch(*s.control, [st = state_] { st->schedule_poll(); });
   if (s.tls_acceptor) {
@@ -1026,11 +1018,11 @@ Status Server::start() {
     s.do_accept(*s.plain_acceptor, false);
   }
   for (int i = 0; i < s.options.threads; ++i) {
-    s.threads.emplace_back([ioc = s.iocs[static_cast<size_t>(i)].get()] {
+    s.threads.emplace_back([st = state_.get()] {
       // Handlers do not throw by design; a throw here would be a bug, so log it and keep the thread.
       for (;;) {
         try {
-          ioc->run();
+          st->ioc->run();
           return;
         } catch (const std::exception& e) {
           log::error("webhook io thread caught an exception", {{"error", e.what()}});
@@ -1087,10 +1079,8 @@ void Server::stop() {
     std::unique_lock lock(s.sessions_mutex);
     s.sessions_cv.wait_for(lock, s.options.shutdown_grace, [&] { return s.sessions.empty(); });
   }
-  s.work.clear();
-  for (auto& ioc : s.iocs) {
-    ioc->stop();
-  }
+  s.work.reset();
+  s.ioc->stop();
   for (auto& t : s.threads) {
     if (t.joinable()) {
       t.join();
@@ -1103,7 +1093,7 @@ void Server::stop() {
   s.tls_acceptor.reset();
   s.plain_acceptor.reset();
   s.control.reset();
-  s.iocs.clear();
+  s.ioc.reset();
   log::info("webhook stopped");
 }
 

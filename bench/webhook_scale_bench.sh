@@ -36,8 +36,13 @@ openssl x509 -req -in "$W/tls.csr" -CA "$W/ca.crt" -CAkey "$W/ca.key" -CAcreates
 start_server() {
   "$1" "$W/tls.crt" "$W/tls.key" "$THREADS" >"$W/serve.log" 2>&1 &
   PID=$!
-  for _ in $(seq 100); do grep -q 'port=' "$W/serve.log" && break; sleep 0.1; done
-  PORT=$(grep -o 'port=[0-9]*' "$W/serve.log" | head -1 | cut -d= -f2)
+  for _ in $(seq 300); do grep -q 'port=' "$W/serve.log" && break; sleep 0.1; done
+  PORT=$(grep -o 'port=[0-9]*' "$W/serve.log" | head -1 | cut -d= -f2 || true)
+  if [ -z "$PORT" ]; then
+    echo "server $1 did not start within 30s:" >&2
+    cat "$W/serve.log" >&2
+    exit 1
+  fi
 }
 stop_server() {
   kill "$PID" 2>/dev/null || true
@@ -45,9 +50,10 @@ stop_server() {
   PID=
 }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# One load run on one line; a run with errors says so (errors=N) and the script carries on.
 load() {
-  "$CLIENT" --port "$PORT" --ca "$W/ca.crt" --body "$BODY" --duration "$DURATION" --threads 1 --server-pid "$PID" "$@" |
-    tr '\n' ' ' | sed 's/  */ /g'
+  { "$CLIENT" --port "$PORT" --ca "$W/ca.crt" --body "$BODY" --duration "$DURATION" --threads 1 --server-pid "$PID" "$@" 2>&1 ||
+    true; } | tr '\n' ' ' | sed 's/  */ /g'
   echo
 }
 
@@ -84,7 +90,7 @@ for round in $(seq "$ROUNDS"); do
             for r in 0 1; do
               printf '\n    tls %s resume %s: ' "$v" "$r"
               load --connections 8 --reconnect 1 --close-notify 1 --tls "$v" --resume "$r" |
-                grep -o 'reviews/s=[0-9]*\|handshakes: .*'
+                grep -o 'errors=[0-9]*\|reviews/s=[0-9]*\|handshakes: [^;]*; server cpu[^)]*) [0-9.]*us' | tr '\n' ' ' || true
             done
           done
           echo

@@ -3,11 +3,14 @@
 //   webhook_load --port P --ca ca.crt --body review.json --connections 32 --duration 10      (closed loop)
 //   webhook_load --port P --ca ca.crt --body review.json --connections 8 --rate 1000 --duration 10
 //   ... --server-pid PID     also reports that process's VmRSS/VmHWM after the run, and its CPU per review
-//   webhook_load ... --reconnect 1 --tls 1.2|1.3 [--resume 1]   a new connection (TCP + TLS handshake) per request
+//   webhook_load ... --reconnect 1 --tls 1.2|1.3 [--resume 1] [--close-notify 1]   a new connection per request
 //
 // --reconnect measures what an API server that reconnects costs: each request opens a connection, does the
 // handshake (TLS 1.2 or 1.3 by --tls), sends one review and closes. --resume offers the session of the
-// previous connection (TLS 1.2 session ID or 1.3 ticket) and counts how many the server resumed.
+// previous connection (TLS 1.2 session ID or 1.3 ticket) and counts how many the server resumed. --close-notify
+// ends each connection with a TLS close_notify exchange (as Go's tls.Conn.Close does) instead of just closing the
+// socket: OpenSSL drops a session from the server's cache when its connection ends without one, so resumption is
+// measured with --close-notify 1.
 //
 // Closed loop: each connection keeps one request in flight (fixed concurrency = --connections).
 // The schedule starts once every connection has done its handshake (t0), then a warm-up.
@@ -61,6 +64,7 @@ struct Options {
   long server_pid = 0;
   bool reconnect = false;
   bool resume = false;
+  bool close_notify = false;
   int tls = 0;  // 12 or 13; 0: OpenSSL's default (1.3)
 };
 
@@ -145,8 +149,17 @@ class Conn : public std::enable_shared_from_this<Conn> {
   }
 
   /// --reconnect: keep the session (a TLS 1.3 ticket arrives after the handshake, so after the response),
-  /// drop the connection without close_notify (as a client that just closes its socket), open a new one.
+  /// drop the connection (without close_notify unless --close-notify), open a new one.
   void reconnect_then_send() {
+    if (o_.close_notify) {
+      beast::get_lowest_layer(*stream_).expires_after(std::chrono::seconds(10));
+      stream_->async_shutdown([self = shared_from_this()](error_code) { self->reopen_then_send(); });
+      return;
+    }
+    reopen_then_send();
+  }
+
+  void reopen_then_send() {
     if (o_.resume) {
       if (SSL_SESSION* s = SSL_get1_session(stream_->native_handle()); s != nullptr) {
         if (session_ != nullptr) {
@@ -342,6 +355,8 @@ int main(int argc, char** argv) {
       o.reconnect = v == "1" || v == "true";
     else if (k == "--resume")
       o.resume = v == "1" || v == "true";
+    else if (k == "--close-notify")
+      o.close_notify = v == "1" || v == "true";
     else if (k == "--tls")
       o.tls = v == "1.2" ? 12 : v == "1.3" ? 13 : -1;
     else {
@@ -353,7 +368,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: webhook_load --port P --ca FILE --body FILE [--connections N] [--rate R] "
                  "[--duration S] [--warmup S] [--threads T] [--server-pid PID] [--reconnect 1] [--resume 1] "
-                 "[--tls 1.2|1.3]\n");
+                 "[--tls 1.2|1.3] [--close-notify 1]\n");
     return 2;
   }
   if (o.tls < 0) {

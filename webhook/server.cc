@@ -33,6 +33,14 @@ namespace http = beast::http;
 using tcp = net::ip::tcp;
 using beast::error_code;
 
+// A connection's I/O objects use its strand's type directly, not the type-erased any_io_executor: each operation
+// copies its executor, and the erased copy (with its work-tracking `prefer`) showed in the profile (issue 12 item 5).
+using Executor = net::strand<net::io_context::executor_type>;
+using Socket = tcp::socket::rebind_executor<Executor>::other;
+using TcpStream = beast::basic_stream<tcp, Executor, beast::unlimited_rate_policy>;
+using Timer =
+    net::basic_waitable_timer<std::chrono::steady_clock, net::wait_traits<std::chrono::steady_clock>, Executor>;
+
 namespace {
 
 /// HOST:PORT (IPv6 as [::1]:443) -> endpoint. Names are not resolved: a bind address is an IP.
@@ -154,8 +162,8 @@ class ConnectionTable {
     } else if (entries_.size() >= cap_) {
       if (!pending_.empty()) {
         a.victim = take(*pending_.begin());
-      } else if (!idle_.empty()) {
-        a.victim = take(idle_.begin()->second);
+      } else if (idle_head_ != nullptr) {
+        a.victim = take(idle_head_->id);
       } else {
         return a;  // every connection is answering a request: the new one waits for none of them
       }
@@ -163,7 +171,7 @@ class ConnectionTable {
     }
     a.admitted = true;
     a.id = ++next_id_;
-    entries_.emplace(a.id, Entry{.source = source});
+    entries_.emplace(a.id, Entry{.id = a.id, .source = source});
     pending_.insert(a.id);
     by_source_[source].insert(a.id);
     return a;
@@ -186,8 +194,7 @@ class ConnectionTable {
     leave(id, it->second);
     it->second.phase = phase;
     if (phase == Phase::idle) {
-      it->second.idle_seq = ++next_idle_;
-      idle_.emplace(it->second.idle_seq, id);
+      link_idle(it->second);
     }
   }
 
@@ -206,14 +213,31 @@ class ConnectionTable {
 
  private:
   struct Entry {
+    uint64_t id = 0;
     net::ip::address source;
     std::weak_ptr<SessionBase> session;
     Phase phase = Phase::pending;
-    uint64_t idle_seq = 0;
+    // The idle list, oldest first, linked through the entries themselves: a connection goes idle and busy once
+    // per request, so this costs no allocation (unordered_map nodes do not move on rehash).
+    Entry* idle_prev = nullptr;
+    Entry* idle_next = nullptr;
   };
 
+  void link_idle(Entry& e) {
+    e.idle_prev = idle_tail_;
+    e.idle_next = nullptr;
+    (idle_tail_ != nullptr ? idle_tail_->idle_next : idle_head_) = &e;
+    idle_tail_ = &e;
+  }
+
+  void unlink_idle(Entry& e) {
+    (e.idle_prev != nullptr ? e.idle_prev->idle_next : idle_head_) = e.idle_next;
+    (e.idle_next != nullptr ? e.idle_next->idle_prev : idle_tail_) = e.idle_prev;
+    e.idle_prev = e.idle_next = nullptr;
+  }
+
   /// Drops `id` from its phase's index (and its source's pending set).
-  void leave(uint64_t id, const Entry& e) {
+  void leave(uint64_t id, Entry& e) {
     if (e.phase == Phase::pending) {
       pending_.erase(id);
       if (auto src = by_source_.find(e.source); src != by_source_.end()) {
@@ -223,7 +247,7 @@ class ConnectionTable {
         }
       }
     } else if (e.phase == Phase::idle) {
-      idle_.erase(e.idle_seq);
+      unlink_idle(e);
     }
   }
 
@@ -243,10 +267,10 @@ class ConnectionTable {
   const size_t per_source_;
   mutable std::mutex mutex_;
   uint64_t next_id_ = 0;  // accept order: the smallest pending id is the oldest
-  uint64_t next_idle_ = 0;
   std::unordered_map<uint64_t, Entry> entries_;
   std::set<uint64_t> pending_;
-  std::map<uint64_t, uint64_t> idle_;  // idle_seq -> id, oldest first
+  Entry* idle_head_ = nullptr;  // the oldest idle connection
+  Entry* idle_tail_ = nullptr;
   std::map<net::ip::address, std::set<uint64_t>> by_source_;
 };
 
@@ -260,6 +284,9 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
   HealthChecks readiness{"readyz"};
   Pages pages;
 
+  // One io_context run by every thread: a connection's handlers run on its strand, so a slow review occupies one
+  // thread while the others serve every other connection. (One io_context per thread without strands cost
+  // fewer instructions, but a review then stalls every connection of its thread: issue 12 item 5.)
   // Owned by pointer so stop() can destroy it (and with it the handlers that keep sessions alive) while
   // the rest of the state still exists.
   std::unique_ptr<net::io_context> ioc = std::make_unique<net::io_context>();
@@ -347,7 +374,7 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
   void schedule_poll();
   void do_accept(tcp::acceptor& acceptor, bool tls);
   /// A new connection: room made by the listener's table (server.h), then its session.
-  void admit(tcp::socket socket, bool tls_listener);
+  void admit(Socket socket, bool tls_listener);
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -366,10 +393,10 @@ constexpr std::string_view kPlainHttpRefusal =
 /// first byte is a TLS record.
 template <bool Tls>
 class Session : public SessionBase, public std::enable_shared_from_this<Session<Tls>> {
-  using Stream = std::conditional_t<Tls, beast::ssl_stream<beast::tcp_stream>, beast::tcp_stream>;
+  using Stream = std::conditional_t<Tls, beast::ssl_stream<TcpStream>, TcpStream>;
 
  public:
-  Session(std::shared_ptr<Server::State> state, ConnectionTable& table, uint64_t id, tcp::socket&& socket)
+  Session(std::shared_ptr<Server::State> state, ConnectionTable& table, uint64_t id, Socket&& socket)
       : state_(std::move(state)),
         table_(table),
         id_(id),
@@ -417,7 +444,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   }
 
  private:
-  beast::tcp_stream& lowest() { return stream_ ? beast::get_lowest_layer(*stream_) : *raw_; }
+  TcpStream& lowest() { return stream_ ? beast::get_lowest_layer(*stream_) : *raw_; }
   const ServerOptions& opt() const { return state_->options; }
 
   /// Counts the first abnormal close of this connection (later errors of the same close are its echoes).
@@ -707,12 +734,12 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::shared_ptr<Server::State> state_;
   ConnectionTable& table_;  // the listener's; outlives the session (State owns it)
   const uint64_t id_;
-  net::any_io_executor executor_;  // the connection's strand
+  Executor executor_;  // the connection's strand
   const std::chrono::steady_clock::time_point accepted_;
-  net::steady_timer hello_timer_;         // TLS: accept to the first byte
-  std::shared_ptr<TlsContext> tls_;       // keeps the context this connection's handshake used alive
-  std::optional<beast::tcp_stream> raw_;  // TLS: the bare connection until its first byte
-  std::optional<Stream> stream_;          // TLS: from the first byte; plain: from the accept
+  Timer hello_timer_;                // TLS: accept to the first byte
+  std::shared_ptr<TlsContext> tls_;  // keeps the context this connection's handshake used alive
+  std::optional<TcpStream> raw_;     // TLS: the bare connection until its first byte
+  std::optional<Stream> stream_;     // TLS: from the first byte; plain: from the accept
   std::string plain_refusal_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -732,8 +759,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 // State: accept loop and certificate polling
 
 void Server::State::do_accept(tcp::acceptor& acceptor, bool tls_listener) {
-  acceptor.async_accept(net::make_strand(*ioc),
-                        [this, self = shared_from_this(), &acceptor, tls_listener](error_code ec, tcp::socket socket) {
+  acceptor.async_accept(net::make_strand(ioc->get_executor()),
+                        [this, self = shared_from_this(), &acceptor, tls_listener](error_code ec, Socket socket) {
                           if (ec) {
                             if (ec == net::error::operation_aborted || stopping) {
                               return;
@@ -749,7 +776,7 @@ void Server::State::do_accept(tcp::acceptor& acceptor, bool tls_listener) {
                         });
 }
 
-void Server::State::admit(tcp::socket socket, bool tls_listener) {
+void Server::State::admit(Socket socket, bool tls_listener) {
   error_code ec;
   const auto peer = socket.remote_endpoint(ec);
   if (ec) {

@@ -744,6 +744,109 @@ TEST_CASE("server: at the cap with every connection established, the oldest idle
   CHECK_FALSE(ec);
 }
 
+TEST_CASE("server: a keep-alive connection that answered again is younger in the idle order than one that did not") {
+  // The idle order is by the time a connection last became idle (it goes busy and idle again on every request).
+  Pki pki("idlereorder");
+  auto o = test_options(pki);
+  o.max_connections = 3;
+  wh::Server server(o, real_review());
+  REQUIRE(server.start().ok());
+  std::vector<std::unique_ptr<TlsClient>> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.push_back(std::make_unique<TlsClient>(server.port(), pki.bundle.ca_cert_pem));
+    REQUIRE_FALSE(clients.back()->connect());
+    auto [e, r] = clients.back()->request(make_request(http::verb::get, "/livez", "", ""));
+    REQUIRE_FALSE(e);
+  }
+  REQUIRE(wait_open(server, 3));
+  auto [e0, r0] = clients[0]->request(make_request(http::verb::post, "/mutate", review_body("again")));
+  REQUIRE_FALSE(e0);
+  check_patched_response(r0, "again");
+  expect_good_review(server.port(), pki.bundle.ca_cert_pem, "fourth");
+  CHECK(clients[1]->wait_closed(10s) != beast::error::timeout);  // idle longest: the first to answer only once
+  for (int i : {0, 2}) {
+    auto [ec, res] = clients[static_cast<size_t>(i)]->request(make_request(http::verb::get, "/livez", "", ""));
+    CHECK_FALSE(ec);
+  }
+}
+
+TEST_CASE("server: with 1 and 3 threads every keep-alive connection is answered in order and stop() closes them all") {
+  Pki pki("threads");
+  for (int threads : {1, 3}) {
+    CAPTURE(threads);
+    auto o = test_options(pki);
+    o.threads = threads;
+    auto server = std::make_unique<wh::Server>(o, real_review());
+    REQUIRE(server->start().ok());
+    std::vector<std::unique_ptr<TlsClient>> clients;
+    for (int i = 0; i < 7; ++i) {
+      clients.push_back(std::make_unique<TlsClient>(server->port(), pki.bundle.ca_cert_pem));
+      REQUIRE_FALSE(clients.back()->connect());
+    }
+    for (int round = 0; round < 3; ++round) {
+      for (size_t i = 0; i < clients.size(); ++i) {
+        const std::string uid = "t" + std::to_string(i) + "-" + std::to_string(round);
+        auto [ec, res] = clients[i]->request(make_request(http::verb::post, "/mutate", review_body(uid)));
+        REQUIRE_FALSE(ec);
+        check_patched_response(res, uid);
+      }
+    }
+    REQUIRE(wait_open(*server, clients.size()));
+    server->stop();
+    for (auto& c : clients) {
+      CHECK(c->wait_closed(10s) != beast::error::timeout);
+    }
+    CHECK(server->open_connections() == 0);
+    server.reset();
+  }
+}
+
+TEST_CASE("server: a review that blocks its thread does not hold up the other connections' reviews") {
+  // Connections are not pinned to a thread: while one review is stuck, the other thread answers every other
+  // connection (with one io_context per thread, the stuck thread's other connections would wait with it).
+  Pki pki("holblock");
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  bool entered = false;
+  static const gpuslice::Configuration config;
+  wh::Server server(test_options(pki), [&](std::string_view body) {
+    if (body.find("\"block\"") != std::string_view::npos) {
+      std::unique_lock lock(mu);
+      entered = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return release; });
+    }
+    return wh::review(body, config);
+  });
+  REQUIRE(server.start().ok());
+  std::vector<std::unique_ptr<TlsClient>> clients;
+  for (int i = 0; i < 5; ++i) {
+    clients.push_back(std::make_unique<TlsClient>(server.port(), pki.bundle.ca_cert_pem));
+    REQUIRE_FALSE(clients.back()->connect());
+  }
+  std::thread blocked([&] {
+    auto [ec, res] = clients[0]->request(make_request(http::verb::post, "/mutate", review_body("block")), 30s);
+    CHECK_FALSE(ec);
+  });
+  {
+    std::unique_lock lock(mu);
+    REQUIRE(cv.wait_for(lock, 10s, [&] { return entered; }));
+  }
+  for (size_t i = 1; i < clients.size(); ++i) {
+    const std::string uid = "free" + std::to_string(i);
+    auto [ec, res] = clients[i]->request(make_request(http::verb::post, "/mutate", review_body(uid)));
+    CHECK_FALSE(ec);
+    check_patched_response(res, uid);
+  }
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  blocked.join();
+}
+
 TEST_CASE("server: at the cap with every connection inside a request, the new one is closed") {
   Pki pki("busycap");
   auto o = test_options(pki);

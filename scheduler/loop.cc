@@ -301,7 +301,7 @@ void SchedulingLoop::apply_pod(const boost::json::object& pod, bool deleted) {
       return;  // we bound it a moment ago; this event predates the binding
     }
     auto [it, inserted] = pending_.try_emplace(key);
-    it->second.text = boost::json::serialize(pod);
+    it->second.packed = text_codec_.pack(boost::json::serialize(pod));
     note_pending(it->second, pod);
     if (inserted) {
       it->second.first_seen = now;
@@ -427,7 +427,9 @@ void SchedulingLoop::apply_node(const boost::json::object& node, bool deleted) {
     locker_.forget(name);
     return;
   }
-  std::string fingerprint = fit_fingerprint(node);
+  // Packed (equal texts pack equal, different ones differently): a node's register annotation makes the text
+  // ~1.5 KB with 8 cards, packed ~0.2 KB.
+  std::string fingerprint = text_codec_.pack(fit_fingerprint(node));
   auto it = nodes_.find(name);
   const bool changed = it == nodes_.end() || it->second != fingerprint;
   if (changed) {
@@ -508,7 +510,7 @@ void SchedulingLoop::schedule_one(const PodKey& key) {
   }
   const auto now = options_.clock.steady();
   const auto wall = options_.clock.wall();
-  const boost::json::object pod = it->second.object();
+  const boost::json::object pod = it->second.object(text_codec_);
   auto info = parse_pod(pod, options_.devices);
   if (!info) {
     ++stats_.unschedulable;
@@ -767,7 +769,7 @@ asio::awaitable<void> SchedulingLoop::bind_task(std::shared_ptr<Binding> b) {
       if (auto pit = pending_.find(key); pit != pending_.end() && !failure.empty() && !stopped_ && active_) {
         // kube-scheduler's handleSchedulingFailure for a failed bind: PodScheduled=False/SchedulerError and a
         // FailedScheduling Event with the error; HAMi's BindingFailed Event as HAMi's scheduler writes it.
-        const boost::json::object pod = pit->second.object();
+        const boost::json::object pod = pit->second.object(text_codec_);
         reporter_.scheduler_error(key, pod, failure);
         reporter_.event(pod, "BindingFailed", "Warning", failure);
       }

@@ -6,10 +6,11 @@
 // Binding's annotations and label, then Running as kwok marks it). The heap in use (mallinfo2) is read after each
 // phase and reported per node and per pod; run it under heaptrack for the allocation sites.
 //
-//   build/<you>-rel/bench/scale_memory_bench [--nodes 5000] [--cards 8] [--pods 40000] [--views 1]
+//   build/<you>-rel/bench/scale_memory_bench [--nodes 5000] [--cards 8] [--pods 40000] [--exit-at pending|bound]
 //   heaptrack -o /tmp/ht build/<you>-rel/bench/scale_memory_bench --exit-at bound   # what is live once all bound:
-//   heaptrack_print -f /tmp/ht.zst --print-leaks 1 ...   (--exit-at ends the process there without freeing, so
-//   heaptrack's "leaked" is what the loop holds at that point; --exit-at pending: with every pod pending)
+//   heaptrack_print -f /tmp/ht.zst --flamegraph-cost-type leaked -F /tmp/ht.stacks   # bytes live per call stack
+// --exit-at ends the process there without freeing, so heaptrack's "leaked" is what the loop holds at that point
+// (pending: with every pod pending; bound: once all are bound and the status view is dropped).
 //
 // Phases: nodes listed; pods listed while not synced (all pending: the start of the live run); one status view
 // built and kept (the board's); synced and leading: every pod decided, bound and its bound object delivered;

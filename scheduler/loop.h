@@ -253,9 +253,9 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   PendingQueue queue_;
   LoopStats stats_;
 
-  std::map<PodKey, PendingPod> pending_;              // unbound pods of our schedulerName
-  PodTextCodec text_codec_;                           // packs and unpacks PendingPod::packed
-  std::unordered_map<std::string, PodBrief> briefs_;  // "ns/name" -> every live pod
+  std::map<PodKey, PendingPod> pending_;                    // unbound pods of our schedulerName
+  PodTextCodec text_codec_;                                 // packs and unpacks PendingPod::packed
+  std::unordered_map<std::string, LockOwnerBrief> briefs_;  // "ns/name" -> every live pod
   std::map<std::string, std::string> nodes_;  // name -> the fields that can change a fit (a fingerprint), packed
   kube::KeyedSet<std::pair<std::string, std::string>> quotas_;                // ns, name
   std::array<kube::KeyedSet<std::string>, kClusterObjectKinds> object_keys_;  // per ClusterObjectKind: name or ns/name

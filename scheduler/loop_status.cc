@@ -71,6 +71,7 @@ status::StatusView SchedulingLoop::status_view(status::SchedulerState state) con
   state.binds_in_flight = binders_.size();
   state.now_unix = std::chrono::duration_cast<std::chrono::seconds>(options_.clock.wall().time_since_epoch()).count();
   std::vector<status::PendingInput> pending;
+  pending.reserve(pending_.size());
   for (const auto& [key, p] : pending_) {
     if (binders_.count(key) != 0) {
       continue;  // being bound: its slice shows on the card (assumed)

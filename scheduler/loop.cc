@@ -958,13 +958,18 @@ void SchedulingLoop::start_labels() {
   if (stopped_ || !active_) {
     return;
   }
+  // Chosen first, spawned after: a spawned patch may run to its end at once (co_spawn dispatches) and its
+  // apply_pod erases from needs_label_, which would invalidate this walk's iterator.
+  std::vector<std::pair<PodKey, std::string>> starts;
   for (const auto& [key, node] : needs_label_) {
     if (labelling_.size() >= kMaxLabelsInFlight) {
-      return;
+      break;
     }
-    if (!labelling_.insert(key).second) {
-      continue;
+    if (labelling_.insert(key).second) {
+      starts.emplace_back(key, node);
     }
+  }
+  for (const auto& [key, node] : starts) {
     spawn([](std::shared_ptr<SchedulingLoop> self, PodKey key, std::string patch) -> asio::awaitable<void> {
       auto r = co_await self->side_api_->patch_pod(key.ns, key.name, std::move(patch));
       self->labelling_.erase(key);

@@ -23,7 +23,7 @@
 ARG DEBIAN=debian:bookworm-slim
 
 FROM ${DEBIAN} AS build
-ARG BUILD_PACKAGES="build-essential cmake ninja-build g++-12 pkg-config git ca-certificates python3 libboost1.81-dev libboost-json1.81-dev libssl-dev libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev catch2"
+ARG BUILD_PACKAGES="build-essential cmake ninja-build g++-12 pkg-config git ca-certificates python3 libboost1.81-dev libboost-json1.81-dev libssl-dev libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev catch2 zlib1g-dev"
 RUN apt-get update && apt-get install -y --no-install-recommends ${BUILD_PACKAGES} && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -31,7 +31,7 @@ RUN cmake --preset release && cmake --build --preset release --target gpuslice -
     && install -D -m 0755 build/release/cmd/gpuslice /out/usr/bin/gpuslice
 
 FROM ${DEBIAN} AS runtime
-ARG RUNTIME_PACKAGES="libssl3 libyaml-cpp0.7 libfmt9 libboost-json1.81.0 libboost-container1.81.0 libstdc++6 libgcc-s1"
+ARG RUNTIME_PACKAGES="libssl3 libyaml-cpp0.7 libfmt9 libboost-json1.81.0 libboost-container1.81.0 libstdc++6 libgcc-s1 zlib1g"
 ARG EXTRA_PACKAGES=""
 RUN apt-get update && apt-get install -y --no-install-recommends ${RUNTIME_PACKAGES} ${EXTRA_PACKAGES} \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /usr/share/doc/* /usr/share/man/*

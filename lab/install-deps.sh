@@ -12,7 +12,7 @@ PACKAGES=(
   build-essential cmake ninja-build g++-12 clang-14 libclang-rt-14-dev clang-format-14 pkg-config git ca-certificates
   # libraries
   libboost1.81-dev libboost-json1.81-dev libssl-dev libyaml-cpp-dev catch2 libcli11-dev
-  libfmt-dev nlohmann-json3-dev
+  libfmt-dev nlohmann-json3-dev zlib1g-dev
   # lab and e2e: network namespaces, Unix-socket bridges, Debian's etcd (fallback), HTTP tools, load generator
   iproute2 socat etcd-server curl openssl wrk jq python3 python3-yaml procps psmisc util-linux
   # chaos e2e: the path to the API server cut by dropping packets inside a network namespace

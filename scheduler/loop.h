@@ -42,6 +42,7 @@
 #include "scheduler/loop_reporter.h"
 #include "scheduler/node_lock.h"
 #include "scheduler/node_locker.h"
+#include "scheduler/pod_text.h"
 #include "scheduler/preemption.h"
 #include "scheduler/schedule.h"
 #include "scheduler/snapshot.h"
@@ -170,18 +171,18 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   status::StatusView status_view(status::SchedulerState state) const;
 
  private:
-  /// An unbound pod of ours. Kept as its JSON text (about half the memory of the decoded object; 40,000 pending
-  /// pods are ~110 MB decoded) and decoded again when it is decided; what the status page shows is kept beside
-  /// it, so publishing a view never decodes every pending pod.
+  /// An unbound pod of ours. Kept as its JSON text packed (scheduler/pod_text.h: ~190 bytes for a 1.7 KB pod;
+  /// 40,000 pending pods were ~110 MB decoded, ~75 MB as text) and decoded again when it is decided; what the
+  /// status page shows is kept beside it, so publishing a view never decodes every pending pod.
   struct PendingPod {
-    std::string text;  ///< boost::json::serialize of the pod as last seen
+    std::string packed;  ///< PodTextCodec::pack of boost::json::serialize of the pod as last seen
     SteadyTime first_seen{};
     bool gpu_pod = false;    ///< parse_pod succeeded and the pod asks for a device (the status page lists it)
     bool parsed = false;     ///< parse_pod succeeded
     PodGpuRequest gpu;       ///< parse_pod's request, when gpu_pod
     std::string message;     ///< parse_pod's error, else the PodScheduled=False message the pod carries
     int64_t since_unix = 0;  ///< metadata.creationTimestamp
-    boost::json::object object() const;  ///< the pod decoded again
+    boost::json::object object(PodTextCodec& codec) const;  ///< the pod decoded again
   };
   struct Binding;
   /// A preemptor's nomination (kube-scheduler's nominator): the node and cards it holds in the snapshot while
@@ -252,9 +253,10 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   PendingQueue queue_;
   LoopStats stats_;
 
-  std::map<PodKey, PendingPod> pending_;              // unbound pods of our schedulerName
-  std::unordered_map<std::string, PodBrief> briefs_;  // "ns/name" -> every live pod
-  std::map<std::string, std::string> nodes_;          // name -> the fields that can change a fit (a fingerprint)
+  std::map<PodKey, PendingPod> pending_;                    // unbound pods of our schedulerName
+  PodTextCodec text_codec_;                                 // packs and unpacks PendingPod::packed
+  std::unordered_map<std::string, LockOwnerBrief> briefs_;  // "ns/name" -> every live pod
+  std::map<std::string, std::string> nodes_;  // name -> the fields that can change a fit (a fingerprint), packed
   kube::KeyedSet<std::pair<std::string, std::string>> quotas_;                // ns, name
   std::array<kube::KeyedSet<std::string>, kClusterObjectKinds> object_keys_;  // per ClusterObjectKind: name or ns/name
   std::size_t pending_high_water_ = 0;                  // most pods pending or binding since the last heap trim

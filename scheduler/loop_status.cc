@@ -38,11 +38,15 @@ int64_t creation_unix(const json::object& pod) {
 
 }  // namespace
 
-boost::json::object SchedulingLoop::PendingPod::object() const {
+boost::json::object SchedulingLoop::PendingPod::object(PodTextCodec& codec) const {
+  const std::optional<std::string> text = codec.unpack(packed);
+  if (!text) {
+    return {};  // cannot happen: `packed` is what the codec packed
+  }
   boost::system::error_code ec;
-  json::value v = json::parse(text, ec);
+  json::value v = json::parse(*text, ec);
   if (ec || !v.is_object()) {
-    return {};  // cannot happen: `text` is what boost::json::serialize wrote
+    return {};  // cannot happen: the text is what boost::json::serialize wrote
   }
   return std::move(v.as_object());
 }
@@ -67,6 +71,7 @@ status::StatusView SchedulingLoop::status_view(status::SchedulerState state) con
   state.binds_in_flight = binders_.size();
   state.now_unix = std::chrono::duration_cast<std::chrono::seconds>(options_.clock.wall().time_since_epoch()).count();
   std::vector<status::PendingInput> pending;
+  pending.reserve(pending_.size());
   for (const auto& [key, p] : pending_) {
     if (binders_.count(key) != 0) {
       continue;  // being bound: its slice shows on the card (assumed)

@@ -191,6 +191,30 @@ PodBrief brief_of(const boost::json::object& pod) {
   return b;
 }
 
+LockOwnerBrief LockOwnerBrief::of(const PodBrief& brief, std::string_view our_scheduler) {
+  LockOwnerBrief b;
+  b.node_name = brief.node_name;
+  b.bind_phase = brief.bind_phase == kBindPhaseAllocating ? BindPhase::allocating
+                 : brief.bind_phase == kBindPhaseSuccess  ? BindPhase::success
+                 : brief.bind_phase == kBindPhaseFailed   ? BindPhase::failed
+                                                          : BindPhase::other;
+  b.ours = brief.scheduler_name == our_scheduler;
+  b.devices_consumed = brief.devices_consumed;
+  return b;
+}
+
+PodBrief LockOwnerBrief::brief(std::string_view our_scheduler) const {
+  PodBrief b;
+  b.node_name = node_name;
+  b.bind_phase = bind_phase == BindPhase::allocating ? std::string(kBindPhaseAllocating)
+                 : bind_phase == BindPhase::success  ? std::string(kBindPhaseSuccess)
+                 : bind_phase == BindPhase::failed   ? std::string(kBindPhaseFailed)
+                                                     : std::string();
+  b.scheduler_name = ours ? std::string(our_scheduler) : std::string();
+  b.devices_consumed = devices_consumed;
+  return b;
+}
+
 LockOwnerState classify_lock_owner(const std::optional<PodBrief>& owner, std::string_view node, bool binding_now,
                                    std::string_view our_scheduler) {
   if (binding_now) {

@@ -344,12 +344,6 @@ void Snapshot::apply(const PodRecord& rec, int sign) {
 void Snapshot::store(std::string key, PodRecord rec) {
   erase(key);
   apply(rec, +1);
-  if (!rec.node.empty()) {
-    pods_by_node_[rec.node].insert(key);
-  }
-  if (!rec.gpu_node.empty()) {
-    pods_by_node_[rec.gpu_node].insert(key);
-  }
   if (rec.facts && !rec.facts->anti_affinity.empty()) {
     anti_affinity_pods_.insert(key);
   }
@@ -357,6 +351,13 @@ void Snapshot::store(std::string key, PodRecord rec) {
     affinity_term_pods_.insert(key);
   }
   auto it = pods_.emplace(std::move(key), std::move(rec)).first;
+  const PodEntry* entry = &*it;
+  if (!it->second.node.empty()) {
+    pods_by_node_[it->second.node].insert(entry);
+  }
+  if (!it->second.gpu_node.empty()) {
+    pods_by_node_[it->second.gpu_node].insert(entry);
+  }
   link(it->second);
 }
 
@@ -416,7 +417,7 @@ bool Snapshot::erase(const std::string& key) {
       continue;
     }
     if (auto p = pods_by_node_.find(*n); p != pods_by_node_.end()) {
-      p->second.erase(key);
+      p->second.erase(&*it);
       if (p->second.empty()) {
         pods_by_node_.erase(p);
       }
@@ -434,10 +435,9 @@ void Snapshot::for_each_pod_on(std::string_view node, const std::function<void(c
   if (p == pods_by_node_.end()) {
     return;
   }
-  for (const std::string& key : p->second) {
-    auto it = pods_.find(key);
-    if (it != pods_.end() && it->second.node == node) {
-      f(it->second);
+  for (const PodEntry* entry : p->second) {
+    if (entry->second.node == node) {
+      f(entry->second);
     }
   }
 }
@@ -540,8 +540,8 @@ void Snapshot::refresh_cards(NodeState& node) {
     c.used_slots = 0;
   }
   if (auto p = pods_by_node_.find(node.name); p != pods_by_node_.end()) {
-    for (const std::string& key : p->second) {
-      const PodRecord& rec = pods_.at(key);
+    for (const PodEntry* entry : p->second) {
+      const PodRecord& rec = entry->second;
       if (rec.node == node.name) {
         node.requested.cpu_milli += rec.requests.cpu_milli;
         node.requested.memory_bytes += rec.requests.memory_bytes;

@@ -270,3 +270,63 @@ TEST_CASE(
   pod["metadata"].as_object()["annotations"].as_object().erase("hami.io/vgpu-devices-to-allocate");
   CHECK_FALSE(brief_of(pod).devices_consumed);
 }
+
+TEST_CASE("LockOwnerBrief: classify_lock_owner decides on it as on the pod's full brief (not finished)") {
+  // Every combination of what classify_lock_owner reads, for a pod the loop keeps (finished pods are dropped).
+  const std::vector<std::string> nodes = {"", "n1", "n2"};
+  const std::vector<std::string> bind_phases = {"", "allocating", "success", "failed", "weird"};
+  const std::vector<std::string> schedulers = {"", "gpuslice-scheduler", "default-scheduler"};
+  const std::vector<std::string> phases = {"", "Pending", "Running", "Unknown"};
+  size_t cases = 0;
+  for (const auto& node_name : nodes) {
+    for (const auto& bind_phase : bind_phases) {
+      for (const auto& scheduler : schedulers) {
+        for (const auto& phase : phases) {
+          for (bool consumed : {false, true}) {
+            PodBrief full;
+            full.uid = "u-1";
+            full.node_name = node_name;
+            full.vgpu_node = "n1";
+            full.bind_phase = bind_phase;
+            full.phase = phase;
+            full.scheduler_name = scheduler;
+            full.devices_consumed = consumed;
+            for (std::string_view ours : {"gpuslice-scheduler", ""}) {
+              const LockOwnerBrief kept = LockOwnerBrief::of(full, ours);
+              CHECK(sizeof(kept) < sizeof(full));
+              for (std::string_view node : {"n1", "n2"}) {
+                for (bool binding : {false, true}) {
+                  INFO(node_name << " " << bind_phase << " " << scheduler << " " << phase << " " << consumed << " "
+                                 << ours << " " << node << " " << binding);
+                  CHECK(classify_lock_owner(kept.brief(ours), node, binding, ours) ==
+                        classify_lock_owner(full, node, binding, ours));
+                  ++cases;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(cases == 3 * 5 * 3 * 4 * 2 * 2 * 2 * 2);
+}
+
+TEST_CASE("LockOwnerBrief: the bind phases the loop acts on stay apart") {
+  PodBrief b;
+  auto phase_of = [&](const char* p) {
+    b.bind_phase = p;
+    return LockOwnerBrief::of(b, "s").bind_phase;
+  };
+  CHECK(phase_of("success") == LockOwnerBrief::BindPhase::success);
+  CHECK(phase_of("failed") == LockOwnerBrief::BindPhase::failed);
+  CHECK(phase_of("allocating") == LockOwnerBrief::BindPhase::allocating);
+  CHECK(phase_of("") == LockOwnerBrief::BindPhase::other);
+  CHECK(phase_of("Success") == LockOwnerBrief::BindPhase::other);
+  CHECK(LockOwnerBrief::of(b, "s").brief("s").bind_phase.empty());
+  b.bind_phase = "success";
+  b.scheduler_name = "s";
+  const PodBrief back = LockOwnerBrief::of(b, "s").brief("s");
+  CHECK(back.bind_phase == "success");
+  CHECK(back.scheduler_name == "s");
+}

@@ -17,7 +17,8 @@
 #   bench/apiserver_bench.sh [--pods 2000] [--nodes 200] [--samples 7] [--runs 1] [--node-lock hami|off] [--qps N]
 #                            [--lock-lookahead N] [--device-agent on|off] [--reuse | --fresh] [--keep]
 #     --runs N  repeat steps 1 and 2 N times, interleaved (gpuslice, kube-scheduler, gpuslice, ...), each on fresh
-#              pods (the previous run's deleted first); the report gives every run, the medians and the spread
+#              pods (the previous run's deleted first); the report gives every run, the medians and the spread.
+#              Each scheduler runs alone: gpuslice is stopped while kube-scheduler places its pods.
 #     --node-lock  gpuslice's scheduler.nodeLock for this run (default: the lab's configuration, hami): written into
 #              the lab's generated $STATE/tenant-a/gpuslice-config.yaml, restored at the end
 #     --lock-lookahead N  gpuslice's scheduler.nodeLockLookahead for this run (default: the lab's configuration)
@@ -96,8 +97,8 @@ cleanup() {
     kc delete namespace "$NS" --wait=false >/dev/null 2>&1
     kc delete node "$LAT_NODE" --ignore-not-found >/dev/null 2>&1
   fi
-  if [[ -f $GS_CONFIG.bench-orig ]]; then
-    mv "$GS_CONFIG.bench-orig" "$GS_CONFIG"
+  [[ -f $GS_CONFIG.bench-orig ]] && mv "$GS_CONFIG.bench-orig" "$GS_CONFIG"
+  if [[ -f $GS_CONFIG ]]; then   # stopped for kube-scheduler's runs, or its configuration restored
     "$LAB" stop a gpuslice >/dev/null 2>&1; "$LAB" start a gpuslice >/dev/null 2>&1
   fi
   [[ $AGENT == off ]] && "$LAB" start a mock-device-agent >/dev/null 2>&1
@@ -222,6 +223,9 @@ PY
 }
 
 # ---- 1. and 2., RUNS times ----------------------------------------------------------------------------------
+scheduled_events() {  # PREFIX: Scheduled events about the pods of one run (written by the end of the run)
+  kc get events -n "$NS" --field-selector reason=Scheduled -o name 2>/dev/null | grep -c "/$1-" || true
+}
 delete_run_pods() {  # PREFIX: the pods of one run, grace 0, until none is left
   python3 "$WATCH" delete-pods --kubeconfig "$KCFG" --namespace "$NS" --selector "bench=$1" --prefix "$1-" \
     --count "$PODS" >/dev/null 2>"$WORK/delete-$1.log" || die "deleting the pods of $1: $(cat "$WORK/delete-$1.log")"
@@ -249,7 +253,10 @@ for ((run = 1; run <= RUNS; run++)); do
   GS_CPU+=("$(cpu_delta "$WORK/cpu-gs$run.0" "$WORK/cpu-gs$run.1")")
   GS=$(python3 "$WATCH" throughput --events "$WORK/gpu$run.events" --start "$GS_START" --pods "$PODS")
   GS_RUNS+=("$GS")
-  log "  gpuslice: $GS"
+  log "  gpuslice: $GS; Scheduled events: $(scheduled_events "gpu$run") / $PODS"
+  # Each scheduler alone: gpuslice stopped for kube-scheduler's run (it would decode every plain pod's events on
+  # the same cores; until 2026-12-06 it kept running through kube-scheduler's runs).
+  "$LAB" stop a gpuslice
   delete_run_pods "gpu$run"
 
   # 2. kube-scheduler
@@ -268,7 +275,7 @@ for ((run = 1; run <= RUNS; run++)); do
   kill "$KS_PID" 2>/dev/null; wait "$KS_PID" 2>/dev/null || true; KS_PID=""
   KS=$(python3 "$WATCH" throughput --events "$WORK/plain$run.events" --start "$KS_START" --pods "$PODS")
   KS_RUNS+=("$KS")
-  log "  kube-scheduler: $KS"
+  log "  kube-scheduler: $KS; Scheduled events: $(scheduled_events "plain$run") / $PODS"
   delete_run_pods "plain$run"
 done
 GS=$(printf '%s\n' "${GS_RUNS[@]}" | python3 -c 'import json, sys; print(json.dumps([json.loads(l) for l in sys.stdin]))')
@@ -279,6 +286,7 @@ KS_CPU=$(printf '%s\n' "${KS_CPU[@]}" | python3 -c 'import json, sys; print(json
 # ---- 3. freed slice -> pending bound (skipped with --samples 0) ----------------------------------------------
 LAT='[]'
 if ((SAMPLES > 0)); then
+"$LAB" start a gpuslice
 log "3/3 freed slice -> pending pod bound: $SAMPLES samples on node $LAT_NODE (one A100, 100 cores)"
 kwok_node "$LAT_NODE" '[{"id":"GPU-bench-latency-0","index":0,"count":10,"devmem":81920,"devcore":100,"type":"NVIDIA A100-SXM4-80GB","mode":"hami-core","health":true}]' 10 |
   kc create -f - >/dev/null

@@ -1074,6 +1074,7 @@ void SchedulingLoop::update_gauges() {
   m.binds_in_flight.with({}).set(static_cast<double>(binders_.size()));
   m.preemptions_in_flight.with({}).set(static_cast<double>(nominations_.size()));
   m.side_effects_in_flight.with({}).set(static_cast<double>(reporter_.in_flight()));
+  m.side_effects_queued.with({}).set(static_cast<double>(reporter_.queued()));
   std::vector<CardRow> rows;
   {
     // As many as last time: grown by doubling, 40,000 cards would leave ~25,000 rows (3.5 MB) unused.

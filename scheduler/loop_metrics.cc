@@ -22,7 +22,9 @@ LoopMetrics& LoopMetrics::get() {
                   "re-read the node, released_bind_failed, released_expired, released_owner_gone).",
                   {"operation"}),
         r.counter("gpuslice_scheduler_side_effects_dropped_total",
-                  "Events and status patches dropped because too many were in flight.", {}),
+                  "Events dropped because their queue was full (32 being written and 1000 "
+                  "waiting, client-go's maxQueuedEvents); PodScheduled conditions are never dropped.",
+                  {}),
         // kube-scheduler's scheduler_preemption_attempts_total and scheduler_preemption_victims (same meaning and
         // buckets, pkg/scheduler/metrics/metrics.go; counted where DefaultPreemption's PostFilter and
         // prepareCandidate count them), and a gauge of what scheduler.preemption.maxInFlight caps.
@@ -41,7 +43,9 @@ LoopMetrics& LoopMetrics::get() {
         // With binds_in_flight, the loop's outstanding API operations (each one a coroutine and its timeout
         // timer): what a soak watches for a leak (bench/soak_bench.sh).
         r.gauge("gpuslice_scheduler_side_effects_in_flight",
-                "Events and PodScheduled condition patches being written (at most maxSideEffectsInFlight).", {}),
+                "Events and PodScheduled condition patches being written (at most 32).", {}),
+        r.gauge("gpuslice_scheduler_side_effects_queued",
+                "Events waiting for a free slot to be written (at most 1000; beyond that they are dropped).", {}),
         {},
         {}};
     // Unlabelled series are on /metrics from the start (0, an empty histogram): a restarted scheduler that
@@ -50,6 +54,7 @@ LoopMetrics& LoopMetrics::get() {
     (void)out->preemption_victims.with({});
     (void)out->preemptions_in_flight.with({});
     (void)out->side_effects_in_flight.with({});
+    (void)out->side_effects_queued.with({});
     r.add_collector([out](std::string& text) {
       // Copy the rows under the lock and format outside it: a scrape of a large fleet never holds the mutex the
       // loop's update_gauges() takes while it writes 5 lines per card.

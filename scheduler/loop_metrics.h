@@ -29,6 +29,7 @@ struct LoopMetrics {
   metrics::HistogramFamily& preemption_victims;             ///< pods chosen per preemption that nominates
   metrics::Family<metrics::Gauge>& preemptions_in_flight;   ///< nominations waiting for their victims
   metrics::Family<metrics::Gauge>& side_effects_in_flight;  ///< Events and condition patches being written
+  metrics::Family<metrics::Gauge>& side_effects_queued;     ///< Events waiting for a slot
   std::mutex cards_mutex;
   std::vector<CardRow> cards;
 

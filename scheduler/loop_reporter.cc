@@ -6,6 +6,8 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <optional>
+
 namespace gpuslice::scheduler {
 namespace {
 
@@ -37,16 +39,51 @@ bool condition_matches(const boost::json::object& pod, std::string_view reason, 
 LoopReporter::LoopReporter(LoopReporterOptions options, std::shared_ptr<LoopApi> api, Spawn spawn)
     : options_(std::move(options)), api_(std::move(api)), spawn_(std::move(spawn)) {}
 
-bool LoopReporter::take_slot(bool count_drop) {
+bool LoopReporter::take_slot() {
   if (in_flight_ >= options_.max_in_flight) {
-    if (count_drop) {
-      ++dropped_;
-      LoopMetrics::get().events_dropped.with({}).inc();
-    }
     return false;
   }
   ++in_flight_;
   return true;
+}
+
+bool LoopReporter::shed_if_full() {
+  if (in_flight_ < options_.max_in_flight || queued_.size() < options_.max_queued) {
+    return false;
+  }
+  ++dropped_;
+  LoopMetrics::get().events_dropped.with({}).inc();
+  return true;
+}
+
+void LoopReporter::submit(Write write) {
+  if (take_slot()) {
+    spawn_(write());
+  } else {
+    queued_.push_back(std::move(write));  // room checked by shed_if_full()
+  }
+}
+
+void LoopReporter::release_slot(bool then_owed) {
+  --in_flight_;
+  // A write may complete inside spawn_ (a dispatched coroutine whose request fails at once): the outer call's loop
+  // fills the slot, so a long queue never nests one call per write on the stack.
+  if (pumping_) {
+    return;
+  }
+  pumping_ = true;
+  for (;;) {
+    if (then_owed) {
+      flush_owed(/*failed_too=*/false);
+    }
+    if (queued_.empty() || !take_slot()) {
+      break;
+    }
+    Write next = std::move(queued_.front());
+    queued_.pop_front();
+    spawn_(next());
+  }
+  pumping_ = false;
 }
 
 bool LoopReporter::failed(const PodKey& key, const boost::json::object& pod, const std::string& reason,
@@ -67,11 +104,11 @@ bool LoopReporter::failed(const PodKey& key, const boost::json::object& pod, con
     c.reason = reason;
     c.message = message;
     c.last_transition_time = options_.clock.wall();
-    if (take_slot(/*count_drop=*/false)) {
+    if (take_slot()) {
       owed_.erase(key);
       spawn_(patch_condition(key, std::move(c)));
     } else {
-      owed_[key] = std::move(c);  // written by flush_owed() once a slot frees
+      owed_[key] = Owed{std::move(c), false};  // written when a slot frees, or by the sweep
     }
   }
   event(pod, "FailedScheduling", "Warning", message);
@@ -93,22 +130,21 @@ void LoopReporter::event(const boost::json::object& pod, std::string reason, std
   const auto now = options_.clock.steady();
   const std::string series_key =
       kube::namespace_of(pod) + "/" + kube::name_of(pod) + "\n" + reason + "\n" + kube::truncate_utf8(note, 1024);
+  if (shed_if_full()) {  // before the series is touched: a shed Event must not become one that later ones update
+    return;
+  }
   if (auto it = series_.find(series_key); it != series_.end() && now - it->second.last < options_.series_window) {
     // Isomorphic to an Event of ours still in its window: one more occurrence of that Event's series.
-    if (!take_slot()) {
-      return;
-    }
     auto& s = it->second;
     ++s.count;
     s.last = now;
     ++series_updates_;
     boost::json::object series{{"count", s.count},
                                {"lastObservedTime", kube::format_micro_time(options_.clock.wall())}};
-    spawn_(patch_series(series_key, s.ns, s.name,
-                        boost::json::serialize(boost::json::object{{"series", std::move(series)}})));
-    return;
-  }
-  if (!take_slot()) {
+    submit([this, series_key, ns = s.ns, name = s.name,
+            patch = boost::json::serialize(boost::json::object{{"series", std::move(series)}})] {
+      return patch_series(series_key, ns, name, patch);
+    });
     return;
   }
   kube::EventRecord e;
@@ -126,7 +162,7 @@ void LoopReporter::event(const boost::json::object& pod, std::string reason, std
   // Named here (client-go's "<regarding>.<hex nanos>") so a later occurrence can update its series.
   e.name = string_at_pointer(kube::make_event(e), "/metadata/name");
   series_[series_key] = Series{e.namespace_.empty() ? std::string("default") : e.namespace_, e.name, 1, now};
-  spawn_(create_event(std::move(e), series_key));
+  submit([this, e = std::move(e), series_key] { return create_event(e, series_key); });
 }
 
 void LoopReporter::ignored_annotations(const PodKey& key, const boost::json::object& pod,
@@ -168,18 +204,29 @@ boost::asio::awaitable<void> LoopReporter::patch_condition(PodKey key, kube::Pod
   if (!r && !r.error().is_not_found()) {
     log::warning("PodScheduled condition patch failed; owed until it lands",
                  {{"pod", key.str()}, {"error", r.error().to_string()}});
-    owed_.try_emplace(key, std::move(condition));  // a newer message owed meanwhile wins
+    owed_.try_emplace(key, Owed{std::move(condition), true});  // a newer message owed meanwhile wins
+    release_slot(/*then_owed=*/false);             // retried by the loop's sweep, not at once
+    co_return;
   }
-  --in_flight_;
+  release_slot();
 }
 
-void LoopReporter::flush_owed() {
-  while (!owed_.empty() && take_slot(/*count_drop=*/false)) {
-    auto it = owed_.begin();
-    PodKey key = it->first;
-    kube::PodCondition c = std::move(it->second);
+void LoopReporter::flush_owed(bool failed_too) {
+  // Walks by key, not by iterator: a write that completes inside spawn_ may add to or erase from owed_.
+  std::optional<PodKey> last;
+  while (in_flight_ < options_.max_in_flight) {
+    auto it = last ? owed_.upper_bound(*last) : owed_.begin();
+    while (it != owed_.end() && it->second.failed && !failed_too) {
+      ++it;
+    }
+    if (it == owed_.end()) {
+      return;
+    }
+    last = it->first;
+    kube::PodCondition c = std::move(it->second.condition);
     owed_.erase(it);
-    spawn_(patch_condition(std::move(key), std::move(c)));
+    (void)take_slot();
+    spawn_(patch_condition(*last, std::move(c)));
   }
 }
 
@@ -193,7 +240,7 @@ boost::asio::awaitable<void> LoopReporter::patch_series(std::string key, std::st
     }
     log::info("event series not updated", {{"event", ns + "/" + name}, {"error", r.error().to_string()}}, 2);
   }
-  --in_flight_;
+  release_slot();
 }
 
 boost::asio::awaitable<void> LoopReporter::create_event(kube::EventRecord event, std::string series_key) {
@@ -205,7 +252,7 @@ boost::asio::awaitable<void> LoopReporter::create_event(kube::EventRecord event,
     }
     log::info("event not recorded", {{"error", r.error().to_string()}}, 2);
   }
-  --in_flight_;
+  release_slot();
 }
 
 }  // namespace gpuslice::scheduler

@@ -2,7 +2,10 @@
 // What the scheduling loop tells about a pod (hami-protocol.md §10), the way kube-scheduler does: the
 // PodScheduled=False/Unschedulable condition (pods/status strategic merge) and Events (FailedScheduling, HAMi's
 // FilteringFailed, Scheduled, BindingFailed). Never awaited by scheduling: each write runs as a detached task; at most
-// max_in_flight run at once and the rest are dropped and counted, so a slow API server cannot pile up work. The same
+// max_in_flight run at once, Events beyond that wait in a FIFO of at most max_queued (client-go's events broadcaster
+// queues 1000, maxQueuedEvents, and drops beyond), and only beyond that are they dropped and counted, so a slow API
+// server cannot pile up work and a burst of binds does not shed its Scheduled events. When a write finishes, owed
+// conditions go first (they are state), then the queued Events. The same
 // pod and message are reported at most once per interval, and a condition that already says the message is not patched
 // again. The PodScheduled condition is state, not news: one that finds no free slot, or whose write fails (the API
 // server unreachable, 5xx, 429), is owed, never dropped; flush_owed() (the loop's sweep, while leading) writes the
@@ -20,6 +23,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -30,7 +34,8 @@ namespace gpuslice::scheduler {
 
 struct LoopReporterOptions {
   std::string identity = "gpuslice";          ///< Events' reportingInstance
-  std::size_t max_in_flight = 32;             ///< events + condition patches; beyond this they are dropped
+  std::size_t max_in_flight = 32;             ///< events + condition patches written at once
+  std::size_t max_queued = 1000;              ///< Events waiting for a slot; beyond this they are dropped
   std::chrono::milliseconds interval{30000};  ///< same pod, same message: at most one report per interval
   /// An Event isomorphic to one created less than this ago (same pod, reason and note) updates that Event's series
   /// (count, lastObservedTime) instead of creating another: client-go's events broadcaster, 6 minutes.
@@ -66,7 +71,7 @@ class LoopReporter {
     owed_.erase(key);
   }
   /// Writes owed PodScheduled conditions while slots are free (oldest pod key first).
-  void flush_owed();
+  void flush_owed() { flush_owed(/*failed_too=*/true); }
   /// Conditions not yet written: no slot was free or the write failed.
   std::size_t owed() const { return owed_.size(); }
   /// Forgets the records of every pod `keep` answers false for.
@@ -78,6 +83,8 @@ class LoopReporter {
     return it == reported_.end() ? nullptr : &it->second.message;
   }
   std::size_t in_flight() const { return in_flight_; }
+  /// Events waiting for a free slot.
+  std::size_t queued() const { return queued_.size(); }
   uint64_t dropped() const { return dropped_; }
   /// Events folded into an existing Event's series instead of created.
   uint64_t series_updates() const { return series_updates_; }
@@ -93,8 +100,18 @@ class LoopReporter {
     int32_t count = 1;
     SteadyTime last{};
   };
-  /// A slot for one write; when none is free, counts a drop only if `count_drop`.
-  bool take_slot(bool count_drop = true);
+  using Write = std::function<boost::asio::awaitable<void>()>;
+  /// A slot for one write, if one is free.
+  bool take_slot();
+  /// True (and counted) when neither a slot nor a place in the queue is free: the Event is dropped.
+  bool shed_if_full();
+  /// Starts `write` in a free slot, else queues it (FIFO; shed_if_full() said there is room).
+  void submit(Write write);
+  /// A write finished: its slot goes to an owed condition first (unless `then_owed` is false: a condition write
+  /// that just failed waits for the sweep rather than retrying at once), then to the oldest queued Event.
+  void release_slot(bool then_owed = true);
+  /// flush_owed(), leaving conditions whose write failed unless `failed_too`.
+  void flush_owed(bool failed_too);
   boost::asio::awaitable<void> patch_series(std::string key, std::string ns, std::string name, std::string patch);
   /// The rate-limited condition + FailedScheduling pair of unschedulable() and scheduler_error().
   bool failed(const PodKey& key, const boost::json::object& pod, const std::string& reason, const std::string& message);
@@ -106,10 +123,16 @@ class LoopReporter {
   Spawn spawn_;
   std::map<PodKey, Reported> reported_;             // last FailedScheduling per pod (rate limit)
   std::map<PodKey, std::string> ignored_reported_;  // last AnnotationIgnored message per pending pod
-  std::map<PodKey, kube::PodCondition> owed_;       // PodScheduled conditions still to write, the newest per pod
+  struct Owed {
+    kube::PodCondition condition;
+    bool failed = false;  ///< its write failed: retried by the sweep (flush_owed), not by a freed slot
+  };
+  std::map<PodKey, Owed> owed_;                     // PodScheduled conditions still to write, the newest per pod
   std::map<std::string, Series> series_;            // "ns/pod\nreason\nnote" -> the Event carrying its series
   uint64_t series_updates_ = 0;
+  std::deque<Write> queued_;                        // Events waiting for a slot (at most max_queued)
   std::size_t in_flight_ = 0;
+  bool pumping_ = false;  // release_slot() is filling slots: a write completing inside it only frees its slot
   uint64_t dropped_ = 0;
 };
 

@@ -1,6 +1,6 @@
 // The loop's reporting (scheduler/loop_reporter.h) against the in-memory API (loop_fake_api.h): the condition
 // and Events of an unschedulable pod, the per-pod rate limit, no condition patch when it already says the
-// message, the in-flight cap with dropped reports counted, and the Scheduled event's fields.
+// message, the in-flight cap, the queue behind it with dropped reports counted, and the Scheduled event's fields.
 #include "scheduler/loop_reporter.h"
 
 #include "common/rfc3339.h"
@@ -15,7 +15,9 @@
 
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 using namespace gpuslice::scheduler;
 using gpuslice::WallTime;
@@ -33,10 +35,11 @@ struct Harness {
   SteadyTime steady_now{std::chrono::seconds(1000)};
   WallTime wall_now{std::chrono::seconds(1796024904)};
 
-  explicit Harness(std::size_t max_in_flight = 32) {
+  explicit Harness(std::size_t max_in_flight = 32, std::size_t max_queued = 1000) {
     LoopReporterOptions o;
     o.identity = "test";
     o.max_in_flight = max_in_flight;
+    o.max_queued = max_queued;
     o.interval = 30s;
     o.clock.steady = [this] { return steady_now; };
     o.clock.wall = [this] { return wall_now; };
@@ -206,47 +209,102 @@ TEST_CASE("reporter: retain keeps only the records asked for", "[loop_reporter]"
   CHECK(h.api->event_patches.count("default/" + eb.name) == 1);
 }
 
-TEST_CASE("reporter: beyond max_in_flight reports are dropped and counted", "[loop_reporter]") {
-  Harness h(2);
+TEST_CASE("reporter: beyond max_in_flight Events queue in order; beyond max_queued they are dropped and counted",
+          "[loop_reporter]") {
+  Harness h(2, 1);
   auto p = h.pod("p");
-  h.reporter->unschedulable(PodKey{"default", "p"}, p, "m", "note");  // condition, 2 events: one dropped
+  h.reporter->unschedulable(PodKey{"default", "p"}, p, "m", "note");  // condition + FailedScheduling; one queued
   CHECK(h.reporter->in_flight() == 2);
+  CHECK(h.reporter->queued() == 1);
+  CHECK(h.reporter->dropped() == 0);
+  h.reporter->event(p, "Scheduled", "Normal", "Successfully assigned default/p to gpu-0");  // the queue is full
+  CHECK(h.reporter->queued() == 1);
   CHECK(h.reporter->dropped() == 1);
-  h.reporter->event(p, "Scheduled", "Normal", "Successfully assigned default/p to gpu-0");
-  CHECK(h.reporter->dropped() == 2);
   h.settle();
   CHECK(h.reporter->in_flight() == 0);
+  CHECK(h.reporter->queued() == 0);
   CHECK(h.api->conditions.size() == 1);
-  REQUIRE(h.api->events.size() == 1);
-  CHECK(h.api->events[0].reason == "FailedScheduling");
+  REQUIRE(h.api->events.size() == 2);  // the queued one was written when a slot freed
+  CHECK(((h.api->events[0].reason == "FailedScheduling" && h.api->events[1].reason == "FilteringFailed") ||
+         (h.api->events[0].reason == "FilteringFailed" && h.api->events[1].reason == "FailedScheduling")));
 
   // Slots free again once the writes finish.
   h.reporter->event(p, "Scheduled", "Normal", "Successfully assigned default/p to gpu-0");
   h.settle();
-  REQUIRE(h.api->events.size() == 2);
-  CHECK(h.api->events[1].reason == "Scheduled");
-  CHECK(h.api->events[1].action == "Binding");
-  CHECK(h.api->events[1].type == "Normal");
-  CHECK(h.api->events[1].event_time == h.wall_now);
-  CHECK(h.reporter->dropped() == 2);
+  REQUIRE(h.api->events.size() == 3);
+  CHECK(h.api->events[2].reason == "Scheduled");
+  CHECK(h.api->events[2].action == "Binding");
+  CHECK(h.api->events[2].type == "Normal");
+  CHECK(h.api->events[2].event_time == h.wall_now);
+  CHECK(h.reporter->dropped() == 1);
 }
 
-TEST_CASE("reporter: a PodScheduled condition that finds no slot is owed, not dropped, and written later",
+TEST_CASE("reporter: a burst of Scheduled events far beyond max_in_flight is written whole, in order",
           "[loop_reporter]") {
-  Harness h(1);
+  Harness h(4);
+  std::vector<json::object> pods;
+  for (int i = 0; i < 50; ++i) {
+    pods.push_back(h.pod("p" + std::to_string(i)));
+  }
+  for (const auto& p : pods) {
+    h.reporter->event(p, "Scheduled", "Normal", "Successfully assigned");
+  }
+  CHECK(h.reporter->in_flight() == 4);
+  CHECK(h.reporter->queued() == 46);
+  for (int i = 0; i < 20 && h.api->events.size() < 50; ++i) {
+    h.settle();
+  }
+  CHECK(h.reporter->dropped() == 0);
+  CHECK(h.reporter->queued() == 0);
+  REQUIRE(h.api->events.size() == 50);
+  std::set<std::string> names;
+  for (const auto& e : h.api->events) {
+    names.insert(e.regarding.name);
+  }
+  CHECK(names.size() == 50);
+}
+
+TEST_CASE("reporter: a PodScheduled condition that finds no slot is owed, never dropped, and takes the next slot",
+          "[loop_reporter]") {
+  Harness h(1, 0);  // no queue: Events beyond the slot are shed
   auto p = h.pod("p");
   h.reporter->event(p, "Scheduled", "Normal", "x");  // takes the only slot
   h.reporter->unschedulable(PodKey{"default", "p"}, p, "0/1 nodes are available: 1 CardTimeSlicingExhausted.", "");
   CHECK(h.reporter->owed() == 1);
   CHECK(h.reporter->dropped() == 1);  // the FailedScheduling Event is news and may be shed; the condition is not
   h.settle();
-  CHECK(h.api->conditions.empty());
-  h.reporter->flush_owed();
-  h.settle();
+  // The Event's slot went to the owed condition when it finished, without waiting for the sweep.
   REQUIRE(h.api->conditions.size() == 1);
   CHECK(h.api->conditions[0].second.message == "0/1 nodes are available: 1 CardTimeSlicingExhausted.");
   CHECK(h.reporter->owed() == 0);
+  h.reporter->flush_owed();  // nothing left to write
+  h.settle();
+  CHECK(h.api->conditions.size() == 1);
   CHECK(h.reporter->dropped() == 1);
+}
+
+TEST_CASE("reporter: owed conditions go before queued Events when a slot frees", "[loop_reporter]") {
+  Harness h(1);
+  auto p = h.pod("p");
+  auto q = h.pod("q");
+  h.reporter->event(p, "Scheduled", "Normal", "x");  // the slot
+  h.reporter->event(p, "Other", "Normal", "y");      // queued
+  h.reporter->unschedulable(PodKey{"default", "q"}, q, "m", "");  // condition owed, FailedScheduling queued
+  CHECK(h.reporter->owed() == 1);
+  CHECK(h.reporter->queued() == 2);
+  h.settle();
+  REQUIRE(h.api->conditions.size() == 1);
+  CHECK(h.api->events.size() == 3);
+  CHECK(h.reporter->dropped() == 0);
+  // The first write to finish handed its slot to the condition, then the queue went in order.
+  std::vector<std::string> order;
+  for (const auto& c : h.api->calls) {
+    if (c.rfind("create_event ", 0) == 0 || c.rfind("patch_condition ", 0) == 0) {
+      order.push_back(c);
+    }
+  }
+  CHECK(order == std::vector<std::string>{"create_event Scheduled", "patch_condition default/q", "create_event Other",
+                                          "create_event FailedScheduling"});
 }
 
 TEST_CASE("reporter: a condition whose write fails is owed until it lands; the newest message wins",

@@ -283,6 +283,12 @@ KS=$(printf '%s\n' "${KS_RUNS[@]}" | python3 -c 'import json, sys; print(json.du
 GS_CPU=$(printf '%s\n' "${GS_CPU[@]}" | python3 -c 'import json, sys; print(json.dumps([json.loads(l) for l in sys.stdin]))')
 KS_CPU=$(printf '%s\n' "${KS_CPU[@]}" | python3 -c 'import json, sys; print(json.dumps([json.loads(l) for l in sys.stdin]))')
 
+# Scheduled events once everything settled (Events are written off the bind path, some after the last bind).
+EVENTS_LINE=""
+for ((run = 1; run <= RUNS; run++)); do
+  EVENTS_LINE+="${EVENTS_LINE:+; }run $run: gpuslice $(scheduled_events "gpu$run"), kube-scheduler $(scheduled_events "plain$run")"
+done
+
 # ---- 3. freed slice -> pending bound (skipped with --samples 0) ----------------------------------------------
 LAT='[]'
 if ((SAMPLES > 0)); then
@@ -313,7 +319,7 @@ LAT=$(python3 "$WATCH" latency --events "$WORK/latency.events" --pairs "$pairs")
 fi
 
 # ---- report -----------------------------------------------------------------------------------------------
-python3 - "$GS" "$KS" "$LAT" "$PODS" "$all_nodes" "$LOCK_MODE" "${QPS:-50 (defaults)}" "$GS_CPU" "$KS_CPU" "$AGENT" <<'PY'
+python3 - "$GS" "$KS" "$LAT" "$PODS" "$all_nodes" "$LOCK_MODE" "${QPS:-50 (defaults)}" "$GS_CPU" "$KS_CPU" "$AGENT" "$EVENTS_LINE" <<'PY'
 import json, sys, statistics
 gs_runs, ks_runs, lat = (json.loads(x) for x in sys.argv[1:4])
 pods, nodes, lock, qps = sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
@@ -344,6 +350,7 @@ if len(gs_runs) > 1:
         print(f"- run {i}: gpuslice {f(g.get('pods_per_s_steady'))} pods/s, kube-scheduler "
               f"{f(k.get('pods_per_s_steady'))} pods/s (first -> last bind), ratio "
               f"{f(ratio(g, k, 'pods_per_s_steady'), 2)}")
+print(f"\nScheduled events per run, counted after the last run (of {pods} pods each): {sys.argv[11]}")
 ls = [s['latency_s'] for s in lat if s['latency_s'] is not None]
 if ls:
     print(f"\nfreed slice -> pending pod bound (gpuslice, nodeLock {lock}, {len(ls)} samples): "

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 chaos (a reproduction, not in CI: see tests/e2e/README.md): two replicas (the lab's gpuslice and a second one in the same worker namespace) both partitioned
+# Issue 14 chaos: two replicas (the lab's gpuslice and a second one in the same worker namespace) both partitioned
 # from the API server (packets dropped) for longer than the Lease duration, under a burst; both come back. Exactly
 # one leads afterwards, no pod is bound twice (one Scheduled event, one replica, each), and the accountant finds
 # no card over-committed, nothing lost, no lock left.

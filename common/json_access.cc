@@ -1,5 +1,9 @@
 #include "common/json_access.h"
 
+#include <boost/json/serialize.hpp>
+
+#include <charconv>
+
 namespace gpuslice {
 namespace json = boost::json;
 
@@ -104,6 +108,101 @@ bool iequals(std::string_view a, std::string_view b) {
     }
   }
   return true;
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  // boost/json/impl/serializer.ipp (Boost 1.81), write_string: its escape table and lower-case hex digits.
+  static constexpr char kHex[] = "0123456789abcdef";
+  out.push_back('"');
+  std::size_t run = 0;  // start of the bytes not yet copied
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(s.data() + run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '"':
+        out.append("\\\"", 2);
+        break;
+      case '\\':
+        out.append("\\\\", 2);
+        break;
+      case '\b':
+        out.append("\\b", 2);
+        break;
+      case '\t':
+        out.append("\\t", 2);
+        break;
+      case '\n':
+        out.append("\\n", 2);
+        break;
+      case '\f':
+        out.append("\\f", 2);
+        break;
+      case '\r':
+        out.append("\\r", 2);
+        break;
+      default: {
+        const char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+        out.append(u, 6);
+      }
+    }
+  }
+  out.append(s.data() + run, s.size() - run);
+  out.push_back('"');
+}
+
+void append_json(std::string& out, const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null:
+      out.append("null", 4);
+      return;
+    case json::kind::bool_:
+      if (v.get_bool()) {
+        out.append("true", 4);
+      } else {
+        out.append("false", 5);
+      }
+      return;
+    case json::kind::int64:
+    case json::kind::uint64: {
+      char buf[24];
+      auto r = v.is_int64() ? std::to_chars(buf, buf + sizeof buf, v.get_int64())
+                            : std::to_chars(buf, buf + sizeof buf, v.get_uint64());
+      out.append(buf, r.ptr);
+      return;
+    }
+    case json::kind::double_:
+      out += json::serialize(v);  // Boost's own shortest form ("5E-1"): not worth copying
+      return;
+    case json::kind::string:
+      append_json_string(out, v.get_string());
+      return;
+    case json::kind::array: {
+      out.push_back('[');
+      bool first = true;
+      for (const json::value& e : v.get_array()) {
+        if (!first) out.push_back(',');
+        first = false;
+        append_json(out, e);
+      }
+      out.push_back(']');
+      return;
+    }
+    case json::kind::object: {
+      out.push_back('{');
+      bool first = true;
+      for (const json::key_value_pair& kv : v.get_object()) {
+        if (!first) out.push_back(',');
+        first = false;
+        append_json_string(out, kv.key());
+        out.push_back(':');
+        append_json(out, kv.value());
+      }
+      out.push_back('}');
+      return;
+    }
+  }
 }
 
 }  // namespace gpuslice

@@ -10,6 +10,7 @@
 #include <boost/container/small_vector.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <array>
 #include <cstdint>
 #include <exception>
@@ -382,35 +383,44 @@ Result<AdmissionRequest> decode_admission_review(std::string_view body) {
 
 namespace {
 
+// The AdmissionReview response, written straight into one string: the same bytes as json::serialize of
+// {"apiVersion","kind","response":{"uid","allowed"[,"status":{...}][,"patchType","patch"]}} (members in that
+// order), and the patch's JSON text base64-encoded in place at the end of it.
 std::string encode_response(std::string_view api_version, std::string_view uid, const MutationResult& result) {
-  unsigned char buf[2048];
-  json::monotonic_resource mr(buf, sizeof buf);
-  json::object response(&mr);
-  response.reserve(5);
-  response["uid"] = uid;
-  response["allowed"] = result.allowed;
-  if (!result.allowed) {
-    json::object status(&mr);
-    status["code"] = result.code;
-    status["reason"] = result.reason;
-    status["message"] = result.message;
-    response["status"] = std::move(status);
-  } else if (!result.message.empty()) {
-    json::object status(&mr);
-    status["code"] = 200;
-    status["message"] = result.message;
-    response["status"] = std::move(status);
+  std::string out;
+  out.reserve(160 + api_version.size() + uid.size() + result.reason.size() + result.message.size() +
+              (result.allowed ? result.patch.size() * 160 : 0));
+  out.append("{\"apiVersion\":", 14);
+  append_json_string(out, api_version);
+  out.append(",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":", 44);
+  append_json_string(out, uid);
+  if (result.allowed) {
+    out.append(",\"allowed\":true", 15);
+  } else {
+    out.append(",\"allowed\":false", 16);
+  }
+  if (!result.allowed || !result.message.empty()) {
+    char code[16];
+    auto end = std::to_chars(code, code + sizeof code, result.allowed ? int32_t{200} : result.code).ptr;
+    out.append(",\"status\":{\"code\":", 18);
+    out.append(code, end);
+    if (!result.allowed) {
+      out.append(",\"reason\":", 10);
+      append_json_string(out, result.reason);
+    }
+    out.append(",\"message\":", 11);
+    append_json_string(out, result.message);
+    out.push_back('}');
   }
   if (result.allowed && !result.patch.empty()) {
-    response["patchType"] = "JSONPatch";
-    response["patch"] = base64_encode(serialize_patch(result.patch));
+    out.append(",\"patchType\":\"JSONPatch\",\"patch\":\"", 34);
+    const std::size_t from = out.size();
+    append_patch(out, result.patch);
+    base64_encode_tail(out, from);
+    out.push_back('"');
   }
-  json::object root(&mr);
-  root.reserve(3);
-  root["apiVersion"] = api_version;
-  root["kind"] = kKind;
-  root["response"] = std::move(response);
-  return json::serialize(root);
+  out.append("}}", 2);
+  return out;
 }
 
 }  // namespace

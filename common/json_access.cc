@@ -2,6 +2,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <array>
 #include <charconv>
 
 namespace gpuslice {
@@ -110,45 +111,45 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
+namespace {
+
+// boost/json/impl/serializer.ipp (Boost 1.81), write_string: its escape table ('u': \u00xx in lower-case hex).
+constexpr std::array<char, 256> make_escapes() {
+  std::array<char, 256> t{};
+  for (int c = 0; c < 0x20; ++c) t[c] = 'u';
+  t['\b'] = 'b';
+  t['\t'] = 't';
+  t['\n'] = 'n';
+  t['\f'] = 'f';
+  t['\r'] = 'r';
+  t['"'] = '"';
+  t['\\'] = '\\';
+  return t;
+}
+constexpr std::array<char, 256> kEscapes = make_escapes();
+
+}  // namespace
+
 void append_json_string(std::string& out, std::string_view s) {
-  // boost/json/impl/serializer.ipp (Boost 1.81), write_string: its escape table and lower-case hex digits.
   static constexpr char kHex[] = "0123456789abcdef";
   out.push_back('"');
-  std::size_t run = 0;  // start of the bytes not yet copied
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out.append(s.data() + run, i - run);
-    run = i + 1;
-    switch (c) {
-      case '"':
-        out.append("\\\"", 2);
-        break;
-      case '\\':
-        out.append("\\\\", 2);
-        break;
-      case '\b':
-        out.append("\\b", 2);
-        break;
-      case '\t':
-        out.append("\\t", 2);
-        break;
-      case '\n':
-        out.append("\\n", 2);
-        break;
-      case '\f':
-        out.append("\\f", 2);
-        break;
-      case '\r':
-        out.append("\\r", 2);
-        break;
-      default: {
-        const char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
-        out.append(u, 6);
-      }
+  const char* p = s.data();
+  const char* const end = p + s.size();
+  while (p != end) {
+    const char* run = p;
+    while (p != end && kEscapes[static_cast<unsigned char>(*p)] == 0) ++p;
+    out.append(run, static_cast<std::size_t>(p - run));
+    if (p == end) break;
+    const auto c = static_cast<unsigned char>(*p++);
+    const char e = kEscapes[c];
+    if (e != 'u') {
+      const char two[2] = {'\\', e};
+      out.append(two, 2);
+    } else {
+      const char six[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+      out.append(six, 6);
     }
   }
-  out.append(s.data() + run, s.size() - run);
   out.push_back('"');
 }
 

@@ -3,15 +3,15 @@
 #include "common/base64.h"
 #include "common/json_access.h"
 
+#include <boost/container/small_vector.hpp>
 #include <boost/json/basic_parser_impl.hpp>
 #include <boost/json/monotonic_resource.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value_stack.hpp>
-#include <boost/container/small_vector.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <array>
+#include <charconv>
 #include <cstdint>
 #include <exception>
 #include <new>
@@ -113,11 +113,11 @@ struct ReviewParseHandler {
 
   json::value_stack st;
   bool policy_only = false;
-  int depth = 0;           // containers open
-  Ctx next = Ctx::other;   // the context of the value after the last key
-  bool dropping = false;   // inside a member that is not built
-  int drop_depth = 0;      // containers open inside it
-  std::string key_parts;   // a key's leading parts (the parser splits only keys with escapes)
+  int depth = 0;          // containers open
+  Ctx next = Ctx::other;  // the context of the value after the last key
+  bool dropping = false;  // inside a member that is not built
+  int drop_depth = 0;     // containers open inside it
+  std::string key_parts;  // a key's leading parts (the parser splits only keys with escapes)
   KeySet root_keys, request_keys;
   std::string duplicate;  // the first duplicated key, as a path
   // Per open container (index: depth): its context and how many of its members were dropped.
@@ -376,8 +376,8 @@ Result<AdmissionRequest> decode_admission_review(std::string_view body) {
   if (!view.ok()) return view.error();
   const RequestView& v = view.value();
   // Move-constructing `object` keeps its storage: no copy of the pod.
-  return AdmissionRequest{std::string(v.api_version), std::string(v.uid),       std::string(v.kind),
-                          std::string(v.namespace_),  std::string(v.operation), v.dry_run,
+  return AdmissionRequest{std::string(v.api_version),       std::string(v.uid),       std::string(v.kind),
+                          std::string(v.namespace_),        std::string(v.operation), v.dry_run,
                           json::value(std::move(*v.object))};
 }
 

@@ -61,7 +61,8 @@ TEST_CASE("test ops: equal values pass, others fail and change nothing; an absen
 TEST_CASE("serialize_patch and append_patch write the bytes of boost::json::serialize(patch_to_json(...))") {
   Patch p;
   p.push_back({PatchOp::Kind::add, "/spec/containers/0/resources/limits/nvidia.com~1gpu", boost::json::value("1")});
-  p.push_back({PatchOp::Kind::replace, "/metadata/annotations/a\"b\\c\n", boost::json::parse(R"({"x":[1,2.5,null,true]})")});
+  p.push_back(
+      {PatchOp::Kind::replace, "/metadata/annotations/a\"b\\c\n", boost::json::parse(R"({"x":[1,2.5,null,true]})")});
   p.push_back({PatchOp::Kind::remove, "/metadata/labels/x", {}});
   p.push_back({PatchOp::Kind::test, "/a", nullptr});
   p.push_back({PatchOp::Kind::add, "/spec/containers/0/env/-", boost::json::parse(R"({"name":"N","value":"v"})")});

@@ -292,7 +292,8 @@ void check_same_as_reference(const std::string& body, const Configuration& confi
 TEST_CASE("review() answers byte for byte as the whole-document decode, the policy and boost::json::serialize") {
   const Configuration configs[] = {Configuration{}, knobs()};
   std::vector<std::string> pods;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(GPUSLICE_SOURCE_DIR) + "/tests/webhook/testdata")) {
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(GPUSLICE_SOURCE_DIR) + "/tests/webhook/testdata")) {
     if (e.path().extension() == ".json") pods.push_back(read_text(e.path().string()));
   }
   REQUIRE(pods.size() > 20);
@@ -301,17 +302,19 @@ TEST_CASE("review() answers byte for byte as the whole-document decode, the poli
     // Keys the parse must recognise through escapes (and a long escaped key the parser hands over in parts, in a
     // dropped member and in a kept one), duplicated members (the last wins, kept or dropped), control characters
     // and quotes in the echoed strings.
-    std::string escaped = replace_all(replace_all(replace_all(pod, R"("spec":)", R"("\u0073pec":)"), R"("containers":)",
-                                                  R"("contai\u006eers":)"),
-                                      R"("metadata":)", R"("met\u0061data":)");
+    std::string escaped = replace_all(
+        replace_all(replace_all(pod, R"("spec":)", R"("\u0073pec":)"), R"("containers":)", R"("contai\u006eers":)"),
+        R"("metadata":)", R"("met\u0061data":)");
     escaped.insert(escaped.find('{') + 1, "\"" + escaped_key + "\\n\":[1,{\"a\":\"b\"}],");
     std::string duplicated = pod;
-    duplicated.insert(duplicated.find('{') + 1, R"("spec":{"containers":[{"name":"x","image":"y"}]},"status":1,"status":{"a":[]},)");
+    duplicated.insert(duplicated.find('{') + 1,
+                      R"("spec":{"containers":[{"name":"x","image":"y"}]},"status":1,"status":{"a":[]},)");
     for (const std::string& object : {pod, escaped, duplicated}) {
       for (const Configuration& config : configs) {
         INFO(object.substr(0, 200));
         check_same_as_reference(make_review(object), config);
-        check_same_as_reference(make_review(object, "admission.k8s.io/v1beta1", R"(u\"\\\u0001\u001f\n\t\u007f\/é)", "Pod", ""), config);
+        check_same_as_reference(
+            make_review(object, "admission.k8s.io/v1beta1", R"(u\"\\\u0001\u001f\n\t\u007f\/é)", "Pod", ""), config);
         check_same_as_reference(make_review(object, "admission.k8s.io/v1", "u-3", "Pod", "kube-system"), config);
         check_same_as_reference(make_review(object, "admission.k8s.io/v1", "u-4", "Deployment"), config);
         check_same_as_reference(replace_all(make_review(object), R"("operation":"CREATE")", R"("operation":"UPDATE")"),

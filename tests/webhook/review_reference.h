@@ -65,7 +65,10 @@ inline ReviewReply review(std::string_view body, const Configuration& config) {
   } else if (!req.operation.empty() && req.operation != "CREATE") {
     result.message = "operation " + req.operation + ": only CREATE is mutated; allowed unchanged";
   } else if (!req.object.is_object()) {
-    const char* kind = req.object.is_array() ? "array" : req.object.is_string() ? "string" : req.object.is_bool() ? "boolean" : "number";
+    const char* kind = req.object.is_array()    ? "array"
+                       : req.object.is_string() ? "string"
+                       : req.object.is_bool()   ? "boolean"
+                                                : "number";
     return plain(std::string("request.object is a JSON ") + kind + ", not a Pod object");
   } else {
     result = mutate_pod(req.object.get_object(), req.namespace_, config);

@@ -324,3 +324,69 @@ TEST_CASE("review() answers byte for byte as the whole-document decode, the poli
     }
   }
 }
+
+TEST_CASE("review()'s own tokenizer and basic_parser agree: whitespace, numbers, escapes, depth, bad text") {
+  const Configuration config;
+  const std::string pod = fixture_text("single");  // pretty-printed: spaces and newlines
+  const std::string compact = boost::json::serialize(fixture("single"));
+  std::vector<std::string> bodies;
+  // Tabs and CR LF between tokens (raw newlines occur only between tokens in the fixture).
+  bodies.push_back(make_review(replace_all(replace_all(pod, "    ", "\t"), "\n", "\r\n")));
+  bodies.push_back(" \t\r\n" + make_review(compact) + " \n\t\r ");
+  // Numbers where the policy reads them, and in members it drops.
+  for (std::string n : {"1",
+                        "0",
+                        "-1",
+                        "2",
+                        "01",
+                        "-0",
+                        "1.0",
+                        "1e0",
+                        "1E0",
+                        "0.5",
+                        "-",
+                        "1.",
+                        "123456789012345678",
+                        "1234567890123456789",
+                        "9223372036854775807",
+                        "9223372036854775808",
+                        "18446744073709551615",
+                        "18446744073709551616",
+                        "-9223372036854775808",
+                        "1e400",
+                        "true",
+                        "null",
+                        "\"1\"",
+                        "[1]"}) {
+    bodies.push_back(make_review(replace_all(compact, R"("nvidia.com/gpu":1)", R"("nvidia.com/gpu":)" + n)));
+    bodies.push_back(make_review(replace_all(compact, R"("kind":"Pod")", R"("kind":"Pod","x":[)" + n + "]")));
+  }
+  // Strings: simple escapes (kept and dropped), \u escapes, UTF-8, raw control characters, bad escapes.
+  for (std::string text : {R"(a\"b\\c\/d\be\ff\ng\rh\ti)", R"(\u0041\u00e9\ud83d\ude00)", R"(\ud800)", R"(\udc00x)",
+                           "caf\xc3\xa9", "\xff", "\xc3", "tab\there", R"(bad\x)", R"(bad\)", "\x7f"}) {
+    bodies.push_back(make_review(compact, "admission.k8s.io/v1", "u-" + text));
+    bodies.push_back(make_review(replace_all(compact, R"("name":"single")", R"("name":"single","d":")" + text + "\"")));
+    bodies.push_back(make_review(replace_all(compact, R"("namespace":"team-a")",
+                                             R"("namespace":"team-a","labels":{")" + text + R"(":")" + text + "\"}")));
+  }
+  // Depth around the limit, inside a dropped member and a kept one.
+  for (int d : {1, 60, 61, 62, 63, 64, 65}) {
+    std::string nest = std::string(static_cast<size_t>(d), '[') + std::string(static_cast<size_t>(d), ']');
+    bodies.push_back(make_review(replace_all(compact, R"("kind":"Pod")", R"("kind":"Pod","x":)" + nest)));
+    bodies.push_back(make_review(replace_all(compact, R"("name":"single")", R"("name":"single","env":)" + nest)));
+  }
+  // Truncations and stray bytes anywhere in a whole review.
+  const std::string whole = make_review(compact);
+  for (size_t cut = 0; cut < whole.size(); cut += 7) {
+    bodies.push_back(whole.substr(0, cut));
+    std::string stray = whole;
+    stray.insert(cut, cut % 2 == 0 ? "}" : ",");
+    bodies.push_back(stray);
+  }
+  bodies.push_back(whole + "x");
+  bodies.push_back(whole + "{}");
+  for (const std::string& body : bodies) {
+    INFO(body.substr(0, 300));
+    check_same_as_reference(body, config);
+  }
+}

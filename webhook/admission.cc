@@ -4,10 +4,6 @@
 #include "common/json_access.h"
 
 #include <boost/container/small_vector.hpp>
-
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include <boost/json/basic_parser_impl.hpp>
 #include <boost/json/monotonic_resource.hpp>
 #include <boost/json/serialize.hpp>
@@ -200,7 +196,7 @@ struct ReviewParseHandler {
     if (!dropping) key_parts.append(s.data(), s.size());
     return true;
   }
-  __attribute__((always_inline)) bool on_key(json::string_view s, std::size_t, json::error_code&) {
+  bool on_key(json::string_view s, std::size_t, json::error_code&) {
     if (dropping) return true;
     std::string_view k(s.data(), s.size());
     if (!key_parts.empty()) {
@@ -280,255 +276,6 @@ struct ReviewParseHandler {
   bool on_comment(json::string_view, json::error_code&) { return true; }
 };
 
-// SubsetTokenizer's byte classes. 0: a plain byte; 1: '"'; 2: '\\'; 3: outside the subset (control characters, bytes
-// >= 0x80).
-constexpr std::array<unsigned char, 256> make_classes() {
-  std::array<unsigned char, 256> t{};
-  for (int c = 0; c < 0x20; ++c) t[c] = 3;
-  for (int c = 0x80; c < 0x100; ++c) t[c] = 3;
-  t['"'] = 1;
-  t['\\'] = 2;
-  return t;
-}
-constexpr std::array<unsigned char, 256> kClass = make_classes();
-
-// The end of the run of plain bytes (kClass 0) that starts at `p`.
-inline const char* plain_run(const char* p, const char* end) {
-#if defined(__SSE2__)
-  // 16 bytes at a time: '"', '\\', and (as signed bytes) everything below 0x20, which takes in 0x80..0xff.
-  const __m128i quote = _mm_set1_epi8('"');
-  const __m128i backslash = _mm_set1_epi8('\\');
-  const __m128i space = _mm_set1_epi8(0x20);
-  while (end - p >= 16) {
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i hit =
-        _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)), _mm_cmplt_epi8(x, space));
-    const int mask = _mm_movemask_epi8(hit);
-    if (mask != 0) return p + __builtin_ctz(static_cast<unsigned>(mask));
-    p += 16;
-  }
-#endif
-  while (p != end && kClass[static_cast<unsigned char>(*p)] == 0) ++p;
-  return p;
-}
-
-// The fast path of review()'s parse: a tokenizer for a strict subset of JSON that drives the same handler with the
-// events boost::json::basic_parser would send for that text. The subset: ASCII strings whose escapes are \" \\ \/ \b
-// \f \n \r \t (no \u), integers of at most 18 digits (no -0), at most kMaxDepth - 1 levels, whitespace as RFC 8259.
-// Anything else (another number, a \u escape, a byte >= 0x80, any error) makes run() return false, and the caller
-// parses the body again with basic_parser, which then accepts it or names the error exactly as before. Inside a
-// member the handler drops, strings are checked and not copied.
-class SubsetTokenizer {
- public:
-  SubsetTokenizer(std::string_view text, ReviewParseHandler& h) : text_(text), h_(h) {}
-
-  bool run() {
-    const char* p = text_.data();
-    const char* const end = p + text_.size();
-    struct Frame {
-      bool object;
-      std::uint32_t n;  // members or elements so far
-    };
-    std::array<Frame, kMaxDepth> stack;
-    std::size_t depth = 0;
-    json::error_code ec;
-    // Whitespace as RFC 8259 (API servers send none; one compare when there is none).
-    auto ws = [&end](const char* q) {
-      while (q != end && static_cast<unsigned char>(*q) <= ' ' &&
-             (*q == ' ' || *q == '\n' || *q == '\r' || *q == '\t')) {
-        ++q;
-      }
-      return q;
-    };
-    if (!h_.on_document_begin(ec)) return false;
-
-  value:
-    if (p == end) return false;
-    switch (*p) {
-      case ' ':
-      case '\n':
-      case '\r':
-      case '\t':
-        p = ws(p);
-        goto value;
-      case '{':
-      case '[': {
-        const bool object = *p == '{';
-        if (depth + 1 >= kMaxDepth) return false;
-        ++p;
-        stack[depth++] = Frame{object, 0};
-        if (!(object ? h_.on_object_begin(ec) : h_.on_array_begin(ec))) return false;
-        p = ws(p);
-        if (p != end && *p == (object ? '}' : ']')) {
-          ++p;
-          --depth;
-          if (!(object ? h_.on_object_end(0, ec) : h_.on_array_end(0, ec))) return false;
-          goto after_value;
-        }
-        if (object) goto key;
-        goto value;
-      }
-      case '"': {
-        ++p;
-        std::string_view s;
-        p = string(p, end, s, !h_.dropping);
-        if (p == nullptr) return false;
-        if (!h_.on_string(json::string_view(s.data(), s.size()), s.size(), ec)) return false;
-        goto after_value;
-      }
-      case 't':
-        if (end - p < 4 || std::string_view(p, 4) != "true") return false;
-        p += 4;
-        if (!h_.on_bool(true, ec)) return false;
-        goto after_value;
-      case 'f':
-        if (end - p < 5 || std::string_view(p, 5) != "false") return false;
-        p += 5;
-        if (!h_.on_bool(false, ec)) return false;
-        goto after_value;
-      case 'n':
-        if (end - p < 4 || std::string_view(p, 4) != "null") return false;
-        p += 4;
-        if (!h_.on_null(ec)) return false;
-        goto after_value;
-      default: {
-        const char* start = p;
-        const bool neg = *p == '-';
-        if (neg) ++p;
-        if (p == end || *p < '0' || *p > '9') return false;
-        std::int64_t v = 0;
-        if (*p == '0') {
-          if (neg) return false;  // -0
-          ++p;
-        } else {
-          int digits = 0;
-          while (p != end && *p >= '0' && *p <= '9') {
-            if (++digits > 18) return false;
-            v = v * 10 + (*p - '0');
-            ++p;
-          }
-        }
-        if (p != end && ((*p >= '0' && *p <= '9') || *p == '.' || *p == 'e' || *p == 'E')) return false;
-        if (!h_.on_int64(neg ? -v : v, json::string_view(start, static_cast<std::size_t>(p - start)), ec)) return false;
-        goto after_value;
-      }
-    }
-
-  key : {
-    if (p == end || *p != '"') {
-      p = ws(p);
-      if (p == end || *p != '"') return false;
-    }
-    ++p;
-    std::string_view k;
-    p = string(p, end, k, !h_.dropping);
-    if (p == nullptr) return false;
-    if (!h_.on_key(json::string_view(k.data(), k.size()), k.size(), ec)) return false;
-    if (p == end || *p != ':') {
-      p = ws(p);
-      if (p == end || *p != ':') return false;
-    }
-    ++p;
-    goto value;
-  }
-
-  after_value:
-    if (depth == 0) {
-      p = ws(p);
-      return p == end && h_.on_document_end(ec);
-    }
-    {
-      Frame& top = stack[depth - 1];
-      ++top.n;
-      if (p == end) return false;
-      if (static_cast<unsigned char>(*p) <= ' ') {
-        p = ws(p);
-        if (p == end) return false;
-      }
-      if (*p == ',') {
-        ++p;
-        if (top.object) goto key;
-        goto value;
-      }
-      if (*p != (top.object ? '}' : ']')) return false;
-      ++p;
-      const Frame done = top;
-      --depth;
-      if (!(done.object ? h_.on_object_end(done.n, ec) : h_.on_array_end(done.n, ec))) return false;
-      goto after_value;
-    }
-  }
-
- private:
-  // A string after its opening quote: the position after its closing quote, or nullptr. `out` views its text (the
-  // input, or buf_ when it had escapes; nothing when `copy` is false).
-  __attribute__((always_inline)) const char* string(const char* p, const char* end, std::string_view& out, bool copy) {
-    const char* start = p;
-    p = plain_run(p, end);
-    if (p != end && *p == '"') {
-      out = std::string_view(start, static_cast<std::size_t>(p - start));
-      return p + 1;
-    }
-    return escaped(start, p, end, out, copy);
-  }
-  // The rest of a string from its first byte that is not plain.
-  __attribute__((noinline)) const char* escaped(const char* start, const char* p, const char* end,
-                                                std::string_view& out, bool copy) {
-    if (p == end || *p != '\\') return nullptr;
-    if (copy) buf_.assign(start, p);
-    while (true) {
-      if (p == end) return nullptr;
-      const unsigned char c = kClass[static_cast<unsigned char>(*p)];
-      if (c == 1) break;
-      if (c == 3) return nullptr;
-      if (c == 0) {
-        const char* run = p;
-        p = plain_run(p, end);
-        if (copy) buf_.append(run, p);
-        continue;
-      }
-      if (++p == end) return nullptr;
-      char e = 0;
-      switch (*p) {
-        case '"':
-          e = '"';
-          break;
-        case '\\':
-          e = '\\';
-          break;
-        case '/':
-          e = '/';
-          break;
-        case 'b':
-          e = '\b';
-          break;
-        case 'f':
-          e = '\f';
-          break;
-        case 'n':
-          e = '\n';
-          break;
-        case 'r':
-          e = '\r';
-          break;
-        case 't':
-          e = '\t';
-          break;
-        default:
-          return nullptr;  // \u, or not an escape at all
-      }
-      if (copy) buf_.push_back(e);
-      ++p;
-    }
-    out = copy ? std::string_view(buf_) : std::string_view();
-    return p + 1;
-  }
-
-  std::string_view text_;
-  ReviewParseHandler& h_;
-  std::string buf_;  // a string's text when it had escapes
-};
-
 // The request fields, as views into the parsed document (which the caller keeps).
 struct RequestView {
   std::string_view api_version, uid, kind, namespace_, operation;
@@ -539,35 +286,21 @@ struct RequestView {
 // Parses `body` into `doc` (values owned by `sp`, so review() can parse into a stack buffer and drop it at once)
 // and reads the request from it. With `policy_only` the pod holds only what mutate_pod reads.
 Result<RequestView> decode(std::string_view body, json::storage_ptr sp, bool policy_only, json::value& doc) {
+  json::parse_options opt;
+  opt.max_depth = kMaxDepth;
+  // As json::parser::write(), to report where the text goes wrong, with the duplicate-key check above.
   unsigned char temp[1024];
-  bool parsed = false;
-  if (policy_only) {
-    // review()'s fast path; decode_admission_review (and so the tests' reference) always takes basic_parser.
-    ReviewParseHandler h(json::storage_ptr(), temp, sizeof temp);
-    h.st.reset(sp);
-    h.policy_only = true;
-    if (SubsetTokenizer(body, h).run()) {
-      if (!h.duplicate.empty()) return make_error("not an AdmissionReview: duplicate key \"" + h.duplicate + "\"");
-      doc = h.st.release();  // same storage as `doc`: a move, not a copy
-      parsed = true;
-    }
+  json::basic_parser<ReviewParseHandler> parser(opt, json::storage_ptr(), temp, sizeof temp);
+  parser.handler().st.reset(std::move(sp));
+  parser.handler().policy_only = policy_only;
+  boost::system::error_code ec;
+  size_t consumed = parser.write_some(false, body.data(), body.size(), ec);
+  if (!ec && consumed < body.size()) ec = json::error::extra_data;
+  if (ec) return make_error("malformed JSON at byte " + std::to_string(consumed) + ": " + ec.message());
+  if (!parser.handler().duplicate.empty()) {
+    return make_error("not an AdmissionReview: duplicate key \"" + parser.handler().duplicate + "\"");
   }
-  if (!parsed) {
-    json::parse_options opt;
-    opt.max_depth = kMaxDepth;
-    // As json::parser::write(), to report where the text goes wrong, with the duplicate-key check above.
-    json::basic_parser<ReviewParseHandler> parser(opt, json::storage_ptr(), temp, sizeof temp);
-    parser.handler().st.reset(std::move(sp));
-    parser.handler().policy_only = policy_only;
-    boost::system::error_code ec;
-    size_t consumed = parser.write_some(false, body.data(), body.size(), ec);
-    if (!ec && consumed < body.size()) ec = json::error::extra_data;
-    if (ec) return make_error("malformed JSON at byte " + std::to_string(consumed) + ": " + ec.message());
-    if (!parser.handler().duplicate.empty()) {
-      return make_error("not an AdmissionReview: duplicate key \"" + parser.handler().duplicate + "\"");
-    }
-    doc = parser.handler().st.release();  // same storage as `doc`: a move, not a copy
-  }
+  doc = parser.handler().st.release();  // same storage as `doc`: a move, not a copy
   json::object* root = doc.if_object();
   if (root == nullptr) return make_error(std::string("not an AdmissionReview: the body is a JSON ") + json_kind(doc));
   const json::value* kind = root->if_contains("kind");

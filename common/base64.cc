@@ -21,28 +21,41 @@ constexpr auto kTable = make_table();
 std::string base64_encode(std::string_view data) {
   std::string out;
   out.reserve((data.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 3 <= data.size(); i += 3) {
-    uint32_t n = (uint32_t(uint8_t(data[i])) << 16) | (uint32_t(uint8_t(data[i + 1])) << 8) | uint8_t(data[i + 2]);
-    out.push_back(kAlphabet[(n >> 18) & 63]);
-    out.push_back(kAlphabet[(n >> 12) & 63]);
-    out.push_back(kAlphabet[(n >> 6) & 63]);
-    out.push_back(kAlphabet[n & 63]);
-  }
-  size_t rest = data.size() - i;
-  if (rest == 1) {
-    uint32_t n = uint32_t(uint8_t(data[i])) << 16;
-    out.push_back(kAlphabet[(n >> 18) & 63]);
-    out.push_back(kAlphabet[(n >> 12) & 63]);
-    out += "==";
-  } else if (rest == 2) {
-    uint32_t n = (uint32_t(uint8_t(data[i])) << 16) | (uint32_t(uint8_t(data[i + 1])) << 8);
-    out.push_back(kAlphabet[(n >> 18) & 63]);
-    out.push_back(kAlphabet[(n >> 12) & 63]);
-    out.push_back(kAlphabet[(n >> 6) & 63]);
-    out.push_back('=');
-  }
+  out.assign(data);
+  base64_encode_tail(out, 0);
   return out;
+}
+
+void base64_encode_tail(std::string& s, std::size_t from) {
+  const std::size_t n = s.size() - from;
+  const std::size_t groups = (n + 2) / 3;
+  s.resize(from + groups * 4);
+  char* p = s.data() + from;
+  // Group g reads bytes [3g, 3g + 3) and writes [4g, 4g + 4): from the last group to the first, each group's
+  // input is read before its output is written, and no output reaches the input of a group still to come.
+  std::size_t g = groups;
+  if (n % 3 != 0) {
+    --g;
+    const std::size_t i = g * 3;
+    uint32_t v = uint32_t(uint8_t(p[i])) << 16;
+    const bool two = n % 3 == 2;
+    if (two) v |= uint32_t(uint8_t(p[i + 1])) << 8;
+    char* o = p + g * 4;
+    o[0] = kAlphabet[(v >> 18) & 63];
+    o[1] = kAlphabet[(v >> 12) & 63];
+    o[2] = two ? kAlphabet[(v >> 6) & 63] : '=';
+    o[3] = '=';
+  }
+  while (g > 0) {
+    --g;
+    const std::size_t i = g * 3;
+    uint32_t v = (uint32_t(uint8_t(p[i])) << 16) | (uint32_t(uint8_t(p[i + 1])) << 8) | uint8_t(p[i + 2]);
+    char* o = p + g * 4;
+    o[0] = kAlphabet[(v >> 18) & 63];
+    o[1] = kAlphabet[(v >> 12) & 63];
+    o[2] = kAlphabet[(v >> 6) & 63];
+    o[3] = kAlphabet[v & 63];
+  }
 }
 
 std::optional<std::string> base64_decode(std::string_view text) {

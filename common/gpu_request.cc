@@ -7,6 +7,7 @@
 
 #include <charconv>
 #include <limits>
+#include <string_view>
 
 namespace gpuslice {
 namespace json = boost::json;
@@ -187,23 +188,36 @@ Result<PodGpuRequest> extract_gpu_request(const json::object& pod, const DeviceC
 }
 
 std::string encode_gpu_request(const PodGpuRequest& request) {
-  json::array arr;
-  arr.reserve(request.containers.size());
-  for (const auto& c : request.containers) {
-    json::object o;
-    o["name"] = c.name;
-    o["init"] = c.init;
-    o["gpus"] = c.gpus;
+  // Written directly: the bytes json::serialize gives for {"containers":[{"name","init","gpus"[,"memMiB"]
+  // [,"memPercent"][,"cores"]}]} (members in that order), without building the tree.
+  std::string out;
+  out.reserve(16 + request.containers.size() * 80);
+  auto number = [&out](std::string_view key, int64_t v) {
+    char buf[24];
+    out.append(key.data(), key.size());
+    out.append(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
+  };
+  constexpr std::string_view kHead = "{\"containers\":[", kName = "{\"name\":", kTrue = ",\"init\":true",
+                             kFalse = ",\"init\":false";
+  out.append(kHead.data(), kHead.size());
+  for (std::size_t i = 0; i < request.containers.size(); ++i) {
+    const ContainerGpuRequest& c = request.containers[i];
+    if (i > 0) out.push_back(',');
+    out.append(kName.data(), kName.size());
+    append_json_string(out, c.name);
+    const std::string_view init = c.init ? kTrue : kFalse;
+    out.append(init.data(), init.size());
+    number(",\"gpus\":", c.gpus);
     if (c.gpus > 0) {
-      if (c.mem_mib) o["memMiB"] = *c.mem_mib;
-      if (c.mem_percent) o["memPercent"] = *c.mem_percent;
-      o["cores"] = c.cores;
+      if (c.mem_mib) number(",\"memMiB\":", *c.mem_mib);
+      if (c.mem_percent) number(",\"memPercent\":", *c.mem_percent);
+      number(",\"cores\":", c.cores);
     }
-    arr.emplace_back(std::move(o));
+    out.push_back('}');
   }
-  json::object root;
-  root["containers"] = std::move(arr);
-  return json::serialize(root);
+  out.push_back(']');
+  out.push_back('}');
+  return out;
 }
 
 Result<PodGpuRequest> decode_gpu_request(std::string_view text) {

@@ -1,5 +1,10 @@
 #include "common/json_access.h"
 
+#include <boost/json/serialize.hpp>
+
+#include <array>
+#include <charconv>
+
 namespace gpuslice {
 namespace json = boost::json;
 
@@ -104,6 +109,101 @@ bool iequals(std::string_view a, std::string_view b) {
     }
   }
   return true;
+}
+
+namespace {
+
+// boost/json/impl/serializer.ipp (Boost 1.81), write_string: its escape table ('u': \u00xx in lower-case hex).
+constexpr std::array<char, 256> make_escapes() {
+  std::array<char, 256> t{};
+  for (int c = 0; c < 0x20; ++c) t[c] = 'u';
+  t['\b'] = 'b';
+  t['\t'] = 't';
+  t['\n'] = 'n';
+  t['\f'] = 'f';
+  t['\r'] = 'r';
+  t['"'] = '"';
+  t['\\'] = '\\';
+  return t;
+}
+constexpr std::array<char, 256> kEscapes = make_escapes();
+
+}  // namespace
+
+void append_json_string(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out.push_back('"');
+  const char* p = s.data();
+  const char* const end = p + s.size();
+  while (p != end) {
+    const char* run = p;
+    while (p != end && kEscapes[static_cast<unsigned char>(*p)] == 0) ++p;
+    out.append(run, static_cast<std::size_t>(p - run));
+    if (p == end) break;
+    const auto c = static_cast<unsigned char>(*p++);
+    const char e = kEscapes[c];
+    if (e != 'u') {
+      const char two[2] = {'\\', e};
+      out.append(two, 2);
+    } else {
+      const char six[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+      out.append(six, 6);
+    }
+  }
+  out.push_back('"');
+}
+
+void append_json(std::string& out, const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null:
+      out.append("null", 4);
+      return;
+    case json::kind::bool_:
+      if (v.get_bool()) {
+        out.append("true", 4);
+      } else {
+        out.append("false", 5);
+      }
+      return;
+    case json::kind::int64:
+    case json::kind::uint64: {
+      char buf[24];
+      auto r = v.is_int64() ? std::to_chars(buf, buf + sizeof buf, v.get_int64())
+                            : std::to_chars(buf, buf + sizeof buf, v.get_uint64());
+      out.append(buf, r.ptr);
+      return;
+    }
+    case json::kind::double_:
+      out += json::serialize(v);  // Boost's own shortest form ("5E-1"): not worth copying
+      return;
+    case json::kind::string:
+      append_json_string(out, v.get_string());
+      return;
+    case json::kind::array: {
+      out.push_back('[');
+      bool first = true;
+      for (const json::value& e : v.get_array()) {
+        if (!first) out.push_back(',');
+        first = false;
+        append_json(out, e);
+      }
+      out.push_back(']');
+      return;
+    }
+    case json::kind::object: {
+      out.push_back('{');
+      bool first = true;
+      for (const json::key_value_pair& kv : v.get_object()) {
+        if (!first) out.push_back(',');
+        first = false;
+        append_json_string(out, kv.key());
+        out.push_back(':');
+        append_json(out, kv.value());
+      }
+      out.push_back('}');
+      return;
+    }
+  }
 }
 
 }  // namespace gpuslice

@@ -32,6 +32,12 @@ const boost::json::object* annotations_of(const boost::json::object& object);
 /// The annotation `key` of a Kubernetes object (metadata.annotations[key]), or nullopt when absent or not a string.
 std::optional<std::string> annotation(const boost::json::object& object, std::string_view key);
 
+/// Appends `s` as a JSON string, escaped byte for byte as boost::json::serialize does (\" \\ \b \t \n \f \r, other
+/// control characters as \u00xx; everything else, UTF-8 included, as is).
+void append_json_string(std::string& out, std::string_view s);
+/// Appends the JSON text of `v`, the same bytes as boost::json::serialize(v), without a temporary string.
+void append_json(std::string& out, const boost::json::value& v);
+
 /// `s` without leading and trailing ASCII whitespace (space, tab, CR, LF).
 std::string_view trim(std::string_view s);
 /// ASCII case-insensitive equality (HTTP header names and tokens, PEM labels).

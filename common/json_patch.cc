@@ -1,5 +1,7 @@
 #include "common/json_patch.h"
 
+#include "common/json_access.h"
+
 #include <boost/json/serialize.hpp>
 
 #include <charconv>
@@ -70,8 +72,42 @@ boost::json::array patch_to_json(const Patch& patch) {
   return arr;
 }
 
+void append_patch(std::string& out, const Patch& patch) {
+  // The bytes of boost::json::serialize(patch_to_json(patch)): members op, path, value in that order.
+  out.push_back('[');
+  for (std::size_t i = 0; i < patch.size(); ++i) {
+    const PatchOp& op = patch[i];
+    if (i > 0) out.push_back(',');
+    out.append("{\"op\":\"", 7);
+    switch (op.kind) {
+      case PatchOp::Kind::add:
+        out.append("add", 3);
+        break;
+      case PatchOp::Kind::replace:
+        out.append("replace", 7);
+        break;
+      case PatchOp::Kind::remove:
+        out.append("remove", 6);
+        break;
+      case PatchOp::Kind::test:
+        out.append("test", 4);
+        break;
+    }
+    out.append("\",\"path\":", 9);
+    append_json_string(out, op.path);
+    if (op.kind != PatchOp::Kind::remove) {
+      out.append(",\"value\":", 9);
+      append_json(out, op.value);
+    }
+    out.push_back('}');
+  }
+  out.push_back(']');
+}
+
 std::string serialize_patch(const Patch& patch) {
-  return boost::json::serialize(patch_to_json(patch));
+  std::string out;
+  append_patch(out, patch);
+  return out;
 }
 
 namespace {

@@ -32,6 +32,8 @@ bool json_pointer_unescape(std::string_view token, std::string& out);
 
 /// Serializes a patch as a JSON array text.
 std::string serialize_patch(const Patch& patch);
+/// Appends the same text to `out` (no intermediate JSON tree).
+void append_patch(std::string& out, const Patch& patch);
 
 boost::json::array patch_to_json(const Patch& patch);
 

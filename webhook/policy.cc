@@ -163,7 +163,7 @@ void ensure_env(Patch& patch, const ContainerRef& c,
 // and none of HAMi's scheduler-owned annotations: nothing a pod author writes there survives admission.
 void fix_annotations(Patch& patch, const json::object* metadata_p, const std::optional<std::string>& request) {
   const json::object* annotations = metadata_p != nullptr ? object_at(*metadata_p, "annotations") : nullptr;
-  const std::string req_key = "/metadata/annotations/" + json_pointer_escape(kGpuRequestAnnotation);
+  static const std::string req_key = "/metadata/annotations/" + json_pointer_escape(kGpuRequestAnnotation);
   if (annotations != nullptr) {
     for (std::string_view k : kSchedulerOwnedAnnotations) {
       if (annotations->contains(k)) {
@@ -307,6 +307,7 @@ MutationResult mutate_pod(const json::object& pod, std::string_view ns, const Co
   MutationResult out;
   out.gpu_pod = true;
   Patch& patch = out.patch;
+  patch.reserve(2 + 2 * refs.size() + 2);  // scheduler and runtime class, limits and env per container, annotations
 
   if (scheduler_name != config.scheduler_name) {
     bool present = spec.contains("schedulerName");

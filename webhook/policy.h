@@ -39,6 +39,13 @@ struct MutationResult {
 /// HAMi's scheduler-owned annotations (kSchedulerOwnedAnnotations) and, unless step (7) rewrites it,
 /// `gpuslice.io/gpu-request`. Skips set `skipped` and a message; denials never carry a patch.
 /// Applying the patch and calling again yields an empty patch.
+///
+/// Reads only these members of the pod (review() builds no others: webhook/admission.cc, kPodKept and the lists
+/// after it; a rule that reads another member must be added there, or review() will not see it):
+/// metadata.{namespace, labels, annotations}; spec.{containers, initContainers, schedulerName, nodeName,
+/// runtimeClassName}; and of each entry of spec.containers / spec.initContainers: name, resources, env,
+/// securityContext. (tests/webhook/admission_test.cc and the admission_review fuzz target compare review() with the
+/// policy over the whole pod.)
 MutationResult mutate_pod(const boost::json::object& pod, std::string_view ns, const Configuration& config);
 
 }  // namespace gpuslice::webhook

@@ -36,3 +36,19 @@ TEST_CASE("base64 rejects invalid input") {
   CHECK_FALSE(base64_decode("Z===").has_value());      // too much padding
   CHECK_FALSE(base64_decode("Zh==").has_value());      // non-canonical trailing bits
 }
+
+TEST_CASE("base64_encode_tail encodes the end of a string in place and leaves the rest") {
+  std::string bin;
+  for (int i = 0; i < 64; ++i) bin.push_back(static_cast<char>(i * 37 + 11));
+  for (size_t n = 0; n <= bin.size(); ++n) {
+    INFO(n);
+    std::string s = "prefix:" + bin.substr(0, n);
+    gpuslice::base64_encode_tail(s, 7);
+    CHECK(s.substr(0, 7) == "prefix:");
+    CHECK(s.size() == 7 + (n + 2) / 3 * 4);
+    CHECK(base64_decode(s.substr(7)).value() == bin.substr(0, n));
+  }
+  std::string s = "x=foobar";
+  gpuslice::base64_encode_tail(s, 2);
+  CHECK(s == "x=Zm9vYmFy");
+}

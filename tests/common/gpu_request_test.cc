@@ -1,6 +1,7 @@
 #include "common/gpu_request.h"
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <catch2/catch.hpp>
 
 using namespace gpuslice;
@@ -104,4 +105,29 @@ TEST_CASE("kubelet's rule: the count is the nvidia.com/gpu limit, memory or core
   CHECK(kok->containers.at(0).gpus == 2);
   CHECK(kok->containers.at(1).gpus == 0);
   CHECK(kok.value() == extract_gpu_request(ok, DeviceConfig{}).value());
+}
+
+TEST_CASE("the annotation's text is what boost::json::serialize writes for the same object") {
+  PodGpuRequest req;
+  CHECK(encode_gpu_request(req) == R"({"containers":[]})");
+  req.containers.push_back({"init \"x\"\n\u00e9", true, 0, std::nullopt, std::nullopt, 0});
+  req.containers.push_back({"c", false, 2, 20000, std::nullopt, 30});
+  req.containers.push_back({"p", false, 1, std::nullopt, 50, 0});
+  req.containers.push_back({"both", false, 1024, int64_t{-1}, int64_t{100}, 100});
+  boost::json::array arr;
+  for (const auto& c : req.containers) {
+    boost::json::object o;
+    o["name"] = c.name;
+    o["init"] = c.init;
+    o["gpus"] = c.gpus;
+    if (c.gpus > 0) {
+      if (c.mem_mib) o["memMiB"] = *c.mem_mib;
+      if (c.mem_percent) o["memPercent"] = *c.mem_percent;
+      o["cores"] = c.cores;
+    }
+    arr.emplace_back(std::move(o));
+  }
+  boost::json::object root;
+  root["containers"] = std::move(arr);
+  CHECK(encode_gpu_request(req) == boost::json::serialize(root));
 }

@@ -2,6 +2,7 @@
 #include "common/json_access.h"
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <catch2/catch.hpp>
 
 using namespace gpuslice;
@@ -67,4 +68,37 @@ TEST_CASE("iequals compares ASCII case-insensitively") {
   CHECK_FALSE(iequals("abc", "ab"));
   CHECK_FALSE(iequals("[", "{"));  // 0x5B vs 0x7B: not letters, not folded
   CHECK_FALSE(iequals("\xC3\xA9", "\xC3\x89"));
+}
+
+TEST_CASE("append_json writes the bytes boost::json::serialize writes") {
+  std::string all_bytes;
+  for (int c = 1; c < 256; ++c) all_bytes.push_back(static_cast<char>(c));
+  const json::value values[] = {
+      nullptr,
+      true,
+      false,
+      0,
+      -9223372036854775807 - 1,
+      18446744073709551615u,
+      0.5,
+      -1e300,
+      "",
+      "plain",
+      json::string(all_bytes),
+      json::string(std::string("nul\0byte", 8)),
+      json::parse(R"({"a\"b":[1,-2,{"c":[]},{},"\u0000\u001f\\/é"],"":null,"d":{"e":true}})"),
+      json::array{},
+      json::object{},
+  };
+  for (const json::value& v : values) {
+    INFO(json::serialize(v));
+    std::string out = "prefix";
+    append_json(out, v);
+    CHECK(out == "prefix" + json::serialize(v));
+    if (v.is_string()) {
+      std::string s;
+      append_json_string(s, v.get_string());
+      CHECK(s == json::serialize(v));
+    }
+  }
 }

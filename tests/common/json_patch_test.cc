@@ -1,6 +1,7 @@
 #include "common/json_patch.h"
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <catch2/catch.hpp>
 
 using namespace gpuslice;
@@ -55,4 +56,22 @@ TEST_CASE("test ops: equal values pass, others fail and change nothing; an absen
   auto text = boost::json::parse(serialize_patch({{PatchOp::Kind::test, "/a", nullptr}}));
   CHECK(text.as_array()[0].as_object().at("op") == "test");
   CHECK(text.as_array()[0].as_object().at("value").is_null());
+}
+
+TEST_CASE("serialize_patch and append_patch write the bytes of boost::json::serialize(patch_to_json(...))") {
+  Patch p;
+  p.push_back({PatchOp::Kind::add, "/spec/containers/0/resources/limits/nvidia.com~1gpu", boost::json::value("1")});
+  p.push_back(
+      {PatchOp::Kind::replace, "/metadata/annotations/a\"b\\c\n", boost::json::parse(R"({"x":[1,2.5,null,true]})")});
+  p.push_back({PatchOp::Kind::remove, "/metadata/labels/x", {}});
+  p.push_back({PatchOp::Kind::test, "/a", nullptr});
+  p.push_back({PatchOp::Kind::add, "/spec/containers/0/env/-", boost::json::parse(R"({"name":"N","value":"v"})")});
+  for (size_t n = 0; n <= p.size(); ++n) {
+    Patch part(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(n));
+    const std::string want = boost::json::serialize(patch_to_json(part));
+    CHECK(serialize_patch(part) == want);
+    std::string out = "x";
+    append_patch(out, part);
+    CHECK(out == "x" + want);
+  }
 }

@@ -1,8 +1,10 @@
 // Fuzz target: HTTP body bytes -> review(). Oracle: never crashes; anything but 200 is a plain-text 4xx/5xx
 // marked rejected; a 200 reply is an AdmissionReview in the request's apiVersion echoing its uid, and a
 // patch in it decodes from base64 and applies with nlohmann-json (plus the policy oracle of
-// webhook_fuzz_oracle.h on the decoded pod).
+// webhook_fuzz_oracle.h on the decoded pod); and every reply, 400s included, is byte for byte the reference's
+// (tests/webhook/review_reference.h: the whole pod, the policy, boost::json::serialize).
 #include "common/base64.h"
+#include "tests/webhook/review_reference.h"
 #include "webhook/admission.h"
 #include "webhook_fuzz_oracle.h"
 
@@ -17,6 +19,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const Configuration config;
   std::string_view body(reinterpret_cast<const char*>(data), size);
   ReviewReply reply = review(body, config);
+  static const Configuration knobs = fuzzing::knobs_config();
+  for (const Configuration* c : {&config, &knobs}) {
+    ReviewReply fast = c == &config ? reply : review(body, *c);
+    ReviewReply ref = reference::review(body, *c);
+    if (fast.http_status != ref.http_status || fast.outcome != ref.outcome || fast.body != ref.body ||
+        fast.content_type != ref.content_type) {
+      fail("review() differs from the reference", fast.body + "\n--- reference:\n" + ref.body);
+    }
+  }
   if (reply.http_status != 200) {
     if (reply.http_status != 400) fail("unexpected HTTP status", std::to_string(reply.http_status) + " " + reply.body);
     if (reply.outcome != ReviewOutcome::rejected) fail("a 400 that is not rejected", reply.body);

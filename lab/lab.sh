@@ -297,13 +297,15 @@ EOF
     --authorization-mode=Node,RBAC --allow-privileged=true --profiling=false \
     --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
     --egress-selector-config-file="$d/egress.yaml"
-  # The worker side: namespace with only lo, bridges over Unix sockets, the agent.
+  # The worker side: namespace with only lo, bridges over Unix sockets, the agent. Every listener with a backlog of
+  # 4096 (the kernel's somaxconn): socat's default of 5 dropped the SYNs of concurrent connects, each retried by
+  # TCP 1 s later (gpuslice's start-up paid 1 s, measured 2026-12-06; a real network path has no such queue).
   ip netns add "$ns"
   ip netns exec "$ns" ip link set lo up
-  start_proc "$t-bridge-agent-host" - socat "UNIX-LISTEN:$RUN/$t-agent.sock,fork,unlink-early" "TCP:127.0.0.1:$ka"
-  start_proc "$t-bridge-agent-ns" "$ns" socat "TCP-LISTEN:8132,bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$RUN/$t-agent.sock"
-  start_proc "$t-bridge-api-host" - socat "UNIX-LISTEN:$RUN/$t-api.sock,fork,unlink-early" "TCP:127.0.0.1:$port"
-  start_proc "$t-bridge-api-ns" "$ns" socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$RUN/$t-api.sock"
+  start_proc "$t-bridge-agent-host" - socat "UNIX-LISTEN:$RUN/$t-agent.sock,fork,unlink-early,backlog=4096" "TCP:127.0.0.1:$ka"
+  start_proc "$t-bridge-agent-ns" "$ns" socat "TCP-LISTEN:8132,bind=127.0.0.1,reuseaddr,fork,backlog=4096" "UNIX-CONNECT:$RUN/$t-agent.sock"
+  start_proc "$t-bridge-api-host" - socat "UNIX-LISTEN:$RUN/$t-api.sock,fork,unlink-early,backlog=4096" "TCP:127.0.0.1:$port"
+  start_proc "$t-bridge-api-ns" "$ns" socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork,backlog=4096" "UNIX-CONNECT:$RUN/$t-api.sock"
   start_agent "$t"
 }
 

@@ -205,7 +205,7 @@ boost::asio::awaitable<void> LoopReporter::patch_condition(PodKey key, kube::Pod
     log::warning("PodScheduled condition patch failed; owed until it lands",
                  {{"pod", key.str()}, {"error", r.error().to_string()}});
     owed_.try_emplace(key, Owed{std::move(condition), true});  // a newer message owed meanwhile wins
-    release_slot(/*then_owed=*/false);             // retried by the loop's sweep, not at once
+    release_slot(/*then_owed=*/false);                         // retried by the loop's sweep, not at once
     co_return;
   }
   release_slot();

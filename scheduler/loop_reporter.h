@@ -127,10 +127,10 @@ class LoopReporter {
     kube::PodCondition condition;
     bool failed = false;  ///< its write failed: retried by the sweep (flush_owed), not by a freed slot
   };
-  std::map<PodKey, Owed> owed_;                     // PodScheduled conditions still to write, the newest per pod
-  std::map<std::string, Series> series_;            // "ns/pod\nreason\nnote" -> the Event carrying its series
+  std::map<PodKey, Owed> owed_;           // PodScheduled conditions still to write, the newest per pod
+  std::map<std::string, Series> series_;  // "ns/pod\nreason\nnote" -> the Event carrying its series
   uint64_t series_updates_ = 0;
-  std::deque<Write> queued_;                        // Events waiting for a slot (at most max_queued)
+  std::deque<Write> queued_;  // Events waiting for a slot (at most max_queued)
   std::size_t in_flight_ = 0;
   bool pumping_ = false;  // release_slot() is filling slots: a write completing inside it only frees its slot
   uint64_t dropped_ = 0;

@@ -287,8 +287,8 @@ TEST_CASE("reporter: owed conditions go before queued Events when a slot frees",
   Harness h(1);
   auto p = h.pod("p");
   auto q = h.pod("q");
-  h.reporter->event(p, "Scheduled", "Normal", "x");  // the slot
-  h.reporter->event(p, "Other", "Normal", "y");      // queued
+  h.reporter->event(p, "Scheduled", "Normal", "x");               // the slot
+  h.reporter->event(p, "Other", "Normal", "y");                   // queued
   h.reporter->unschedulable(PodKey{"default", "q"}, q, "m", "");  // condition owed, FailedScheduling queued
   CHECK(h.reporter->owed() == 1);
   CHECK(h.reporter->queued() == 2);

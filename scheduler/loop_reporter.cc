@@ -128,12 +128,17 @@ void LoopReporter::scheduler_error(const PodKey& key, const boost::json::object&
 
 void LoopReporter::event(const boost::json::object& pod, std::string reason, std::string type, std::string note) {
   const auto now = options_.clock.steady();
-  const std::string series_key =
-      kube::namespace_of(pod) + "/" + kube::name_of(pod) + "\n" + reason + "\n" + kube::truncate_utf8(note, 1024);
+  // A pod is bound once: its Scheduled event never recurs, so it is not kept for a series (40,000 binds would keep
+  // 40,000 entries for the 6-minute window).
+  const bool once = reason == "Scheduled";
+  const std::string series_key = once ? std::string()
+                                      : kube::namespace_of(pod) + "/" + kube::name_of(pod) + "\n" + reason + "\n" +
+                                            kube::truncate_utf8(note, 1024);
   if (shed_if_full()) {  // before the series is touched: a shed Event must not become one that later ones update
     return;
   }
-  if (auto it = series_.find(series_key); it != series_.end() && now - it->second.last < options_.series_window) {
+  if (auto it = once ? series_.end() : series_.find(series_key);
+      it != series_.end() && now - it->second.last < options_.series_window) {
     // Isomorphic to an Event of ours still in its window: one more occurrence of that Event's series.
     auto& s = it->second;
     ++s.count;
@@ -161,7 +166,9 @@ void LoopReporter::event(const boost::json::object& pod, std::string reason, std
   e.regarding.resource_version = kube::resource_version_of(pod);
   // Named here (client-go's "<regarding>.<hex nanos>") so a later occurrence can update its series.
   e.name = string_at_pointer(kube::make_event(e), "/metadata/name");
-  series_[series_key] = Series{e.namespace_.empty() ? std::string("default") : e.namespace_, e.name, 1, now};
+  if (!once) {
+    series_[series_key] = Series{e.namespace_.empty() ? std::string("default") : e.namespace_, e.name, 1, now};
+  }
   submit([this, e = std::move(e), series_key] { return create_event(e, series_key); });
 }
 
@@ -247,7 +254,8 @@ boost::asio::awaitable<void> LoopReporter::create_event(kube::EventRecord event,
   const std::string name = event.name;
   auto r = co_await api_->create_event(std::move(event));
   if (!r) {
-    if (auto it = series_.find(series_key); it != series_.end() && it->second.name == name) {
+    if (auto it = series_key.empty() ? series_.end() : series_.find(series_key);
+        it != series_.end() && it->second.name == name) {
       series_.erase(it);  // nothing to add occurrences to
     }
     log::info("event not recorded", {{"error", r.error().to_string()}}, 2);

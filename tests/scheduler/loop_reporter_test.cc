@@ -151,16 +151,29 @@ TEST_CASE("reporter: a series whose Event is gone starts a new Event", "[loop_re
   Harness h;
   auto p = h.pod("p");
   const PodKey key{"default", "p"};
-  h.reporter->event(p, "Scheduled", "Normal", "n");
+  h.reporter->event(p, "FailedScheduling", "Warning", "n");
   h.settle();
   REQUIRE(h.api->events.size() == 1);
   h.api->events.clear();  // expired by the API server (event TTL)
   h.steady_now += 1s;
-  h.reporter->event(p, "Scheduled", "Normal", "n");  // patch answers NotFound: the series is forgotten
+  h.reporter->event(p, "FailedScheduling", "Warning", "n");  // patch answers NotFound: the series is forgotten
   h.settle();
-  h.reporter->event(p, "Scheduled", "Normal", "n");
+  h.reporter->event(p, "FailedScheduling", "Warning", "n");
   h.settle();
   CHECK(h.api->events.size() == 1);
+}
+
+TEST_CASE("reporter: a Scheduled event is never kept for a series: each one is its own Event", "[loop_reporter]") {
+  Harness h;
+  auto p = h.pod("p");
+  h.reporter->event(p, "Scheduled", "Normal", "Successfully assigned default/p to gpu-0");
+  h.settle();
+  h.steady_now += 1s;
+  h.reporter->event(p, "Scheduled", "Normal", "Successfully assigned default/p to gpu-0");
+  h.settle();
+  CHECK(h.api->events.size() == 2);
+  CHECK(h.api->event_patches.empty());
+  CHECK(h.reporter->series_updates() == 0);
 }
 
 TEST_CASE(

@@ -30,6 +30,15 @@
 #     --reuse  use the lab already running (it must have tenant a with gpuslice and >= --nodes extra nodes)
 #     --fresh  (re)start the lab: lab/lab.sh up --tenants a --extra-nodes NODES (stops a running lab!)
 #     --keep   leave the lab up at the end (default: down if this script brought it up)
+#     --kube-scheduler-user kube-scheduler|admin  the identity upstream kube-scheduler runs as (default
+#              kube-scheduler: user system:kube-scheduler, as a control plane runs it; API Priority and Fairness
+#              classifies it at workload-high, where manifests/base/flowschema.yaml puts gpuslice). admin: the lab's
+#              system:masters user, exempt from APF (how this bench ran it until 2026-12-06): isolates the schedulers'
+#              own CPU from APF's queueing.
+#     --pprof S  a CPU profile of kube-apiserver over the first S seconds of every scheduler's run (its
+#              /debug/pprof/profile), kept as $WORK/apiserver-{gpuslice,kube-scheduler}-RUN.pprof with a `go tool
+#              pprof -top` summary beside it: where the API server's CPU goes for each scheduler. Needs the lab's
+#              API server started with profiling (--fresh turns it on: GPUSLICE_LAB_APISERVER_PROFILING=true).
 # Needs root (the lab does). Runs its own lab instance (GPUSLICE_LAB_STATE=/tmp/gsbench/state, API server
 # 127.0.0.1:19443, namespaces gsb-*), beside any other lab. Prints a Markdown table for bench/RESULTS.md.
 set -euo pipefail
@@ -52,7 +61,7 @@ if [[ -z ${GPUSLICE_BIN:-} && -x $REPO/build/bench/cmd/gpuslice ]]; then export 
 STATE=$GPUSLICE_LAB_STATE
 BIN=$("$REPO/lab/build-tools.sh" --print-bin)
 WATCH=$BENCH_DIR/apiserver_watch.py
-PODS=2000 NODES=200 SAMPLES=7 RUNS=1 MODE=ask KEEP=false NODE_LOCK="" QPS="" LOOKAHEAD="" AGENT=on
+PODS=2000 NODES=200 SAMPLES=7 RUNS=1 MODE=ask KEEP=false NODE_LOCK="" QPS="" LOOKAHEAD="" AGENT=on PPROF=0 KS_USER=kube-scheduler
 NS=gpuslice-bench
 KS_NAME=bench-kube-scheduler
 GS_NAME=gpuslice-scheduler
@@ -72,7 +81,9 @@ while (($#)); do
     --lock-lookahead) LOOKAHEAD=$2; shift 2 ;;
     --qps) QPS=$2; shift 2 ;;
     --device-agent) AGENT=$2; shift 2 ;;
-    *) echo "usage: $0 [--pods N] [--nodes N] [--samples N] [--runs N] [--node-lock hami|off] [--qps N] [--lock-lookahead N] [--device-agent on|off] [--reuse|--fresh] [--keep]" >&2; exit 2 ;;
+    --pprof) PPROF=$2; shift 2 ;;
+    --kube-scheduler-user) KS_USER=$2; shift 2 ;;
+    *) echo "usage: $0 [--pods N] [--nodes N] [--samples N] [--runs N] [--node-lock hami|off] [--qps N] [--lock-lookahead N] [--device-agent on|off] [--pprof SECONDS] [--kube-scheduler-user kube-scheduler|admin] [--reuse|--fresh] [--keep]" >&2; exit 2 ;;
   esac
 done
 [[ $PODS =~ ^[0-9]+$ && $NODES =~ ^[0-9]+$ && $SAMPLES =~ ^[0-9]+$ && $RUNS =~ ^[1-9][0-9]*$ ]] ||
@@ -80,6 +91,8 @@ done
 [[ -z $NODE_LOCK || $NODE_LOCK == hami || $NODE_LOCK == off ]] || { echo "--node-lock: hami or off" >&2; exit 2; }
 [[ -z $LOOKAHEAD || $LOOKAHEAD =~ ^[1-9][0-9]*$ ]] || { echo "--lock-lookahead: a positive integer, got \"$LOOKAHEAD\"" >&2; exit 2; }
 [[ -z $QPS || $QPS =~ ^[0-9]+$ ]] || { echo "--qps: a number" >&2; exit 2; }
+[[ $KS_USER == kube-scheduler || $KS_USER == admin ]] || { echo "--kube-scheduler-user: kube-scheduler or admin, got \"$KS_USER\"" >&2; exit 2; }
+[[ $PPROF =~ ^[0-9]+$ ]] || { echo "--pprof: a number of seconds, got \"$PPROF\"" >&2; exit 2; }
 [[ $AGENT == on || $AGENT == off ]] || { echo "--device-agent: on or off, got \"$AGENT\"" >&2; exit 2; }
 [[ $AGENT == on || $NODE_LOCK == off ]] || { echo "--device-agent off needs --node-lock off (nothing would release HAMi's lock)" >&2; exit 2; }
 
@@ -92,6 +105,7 @@ KS_PID="" WATCH_PID="" BROUGHT_UP=false
 cleanup() {
   set +eu
   [[ -n $WATCH_PID ]] && kill "$WATCH_PID" 2>/dev/null
+  [[ -n ${PPROF_PID:-} ]] && kill "$PPROF_PID" 2>/dev/null
   [[ -n $KS_PID ]] && kill "$KS_PID" 2>/dev/null && wait "$KS_PID" 2>/dev/null
   if [[ -f $STATE/tenant-a/admin.kubeconfig ]] && kc get ns "$NS" >/dev/null 2>&1; then
     kc delete namespace "$NS" --wait=false >/dev/null 2>&1
@@ -110,6 +124,10 @@ trap cleanup EXIT
 KCFG=$STATE/tenant-a/admin.kubeconfig
 GS_CONFIG=$STATE/tenant-a/gpuslice-config.yaml
 kc() { "$BIN/kubectl" --kubeconfig "$KCFG" "$@"; }
+# Upstream kube-scheduler's identity as a control plane gives it (system:kube-scheduler: its RBAC, and APF's
+# "kube-scheduler" FlowSchema at workload-high, where manifests/base/flowschema.yaml puts gpuslice); admin
+# (system:masters) would be exempt from API Priority and Fairness. Until 2026-12-06 it ran as admin.
+KS_KCFG=$STATE/tenant-a/$KS_USER.kubeconfig
 
 # ---- the lab ----------------------------------------------------------------------------------------------
 lab_running() { "$LAB" status >/dev/null 2>&1 && grep -qx a "$STATE/tenants" 2>/dev/null; }
@@ -120,10 +138,12 @@ case $MODE in
 esac
 if [[ $MODE == fresh ]]; then
   log "lab/lab.sh up --tenants a --extra-nodes $NODES"
+  ((PPROF > 0)) && export GPUSLICE_LAB_APISERVER_PROFILING=true
   "$LAB" up --tenants a --extra-nodes "$NODES" >"$WORK/lab-up.log" 2>&1 || { tail -20 "$WORK/lab-up.log"; die "lab up"; }
   BROUGHT_UP=true
 fi
 [[ -f $STATE/pids/a-gpuslice.pid ]] || die "gpuslice is not running in tenant a (lab.sh logs a gpuslice): is 'gpuslice serve' built?"
+[[ -f $KS_KCFG ]] || die "no $KS_KCFG (kube-scheduler's identity): the lab predates it; restart it (--fresh)"
 have_nodes=$(kc get nodes -l gpuslice.io/lab=extra --no-headers 2>/dev/null | wc -l)
 ((have_nodes >= NODES)) || die "tenant a has $have_nodes extra nodes, want $NODES (lab/lab.sh up --extra-nodes $NODES)"
 all_nodes=$(kc get nodes --no-headers | wc -l)
@@ -145,8 +165,11 @@ PY
 fi
 LOCK_MODE=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1])).get("scheduler", {}).get("nodeLock", "hami"))' "$GS_CONFIG")
 GS_QPS=$(python3 -c 'import sys, yaml; s = yaml.safe_load(open(sys.argv[1])).get("scheduler", {}); print(s.get("kubeQPS", 50), s.get("kubeBurst", 100), s.get("nodeLockLookahead", "default"))' "$GS_CONFIG")
-log "gpuslice scheduler.nodeLock: $LOCK_MODE, kubeQPS/kubeBurst/nodeLockLookahead: $GS_QPS, device agent: $AGENT"
+log "gpuslice scheduler.nodeLock: $LOCK_MODE, kubeQPS/kubeBurst/nodeLockLookahead: $GS_QPS, device agent: $AGENT, kube-scheduler's user: $KS_USER"
 [[ $AGENT == off ]] && "$LAB" stop a mock-device-agent
+if ((PPROF > 0)) && ! kc get --raw /debug/pprof/ >/dev/null 2>&1; then
+  die "--pprof: the lab's kube-apiserver serves no /debug/pprof (restart it with --fresh --pprof, or GPUSLICE_LAB_APISERVER_PROFILING=true lab/lab.sh up)"
+fi
 if kc get namespace "$NS" >/dev/null 2>&1; then   # left by an interrupted run: let it finish terminating
   log "waiting for namespace $NS of an earlier run to go"
   kc delete namespace "$NS" --wait=true --timeout=300s >/dev/null 2>&1 || die "namespace $NS is stuck"
@@ -172,6 +195,24 @@ spec:
     image: registry.k8s.io/pause:3.10
     resources: {limits: {nvidia.com/gpu: "1", nvidia.com/gpumem: "1000", nvidia.com/gpucores: "100"}}
 EOF
+}
+
+# start_pprof NAME: kube-apiserver's CPU profile over the next PPROF seconds into $WORK/apiserver-NAME.pprof
+# (background; finish_pprof waits for it and writes the top functions beside it). Nothing with --pprof 0.
+PPROF_PID=""
+start_pprof() {
+  ((PPROF > 0)) || return 0
+  kc get --raw "/debug/pprof/profile?seconds=$PPROF" >"$WORK/apiserver-$1.pprof" 2>"$WORK/apiserver-$1.pprof.err" &
+  PPROF_PID=$!
+}
+finish_pprof() {
+  [[ -n $PPROF_PID ]] || return 0
+  wait "$PPROF_PID" || die "kube-apiserver's profile $1: $(cat "$WORK/apiserver-$1.pprof.err")"
+  PPROF_PID=""
+  if command -v go >/dev/null; then
+    go tool pprof -top -nodecount=40 "$WORK/apiserver-$1.pprof" >"$WORK/apiserver-$1.top" 2>&1 || true
+  fi
+  log "  kube-apiserver profile: $WORK/apiserver-$1.pprof"
 }
 
 create_many() {  # file: creates in chunks of 200 (kubectl create of one big file is sequential anyway)
@@ -222,6 +263,36 @@ print(json.dumps({k: (b[k] - a[k]) / hz for k in b if k in a}))
 PY
 }
 
+# API Priority and Fairness: how long each run's requests waited in the API server's queues, per FlowSchema and
+# priority level (apiserver_flowcontrol_request_wait_duration_seconds; exempt levels do not queue and are left out).
+apf_snapshot() {
+  kc get --raw /metrics |
+    grep -E '^apiserver_flowcontrol_(request_wait_duration_seconds_(sum|count)|rejected_requests_total)\{' >"$1" || true
+}
+apf_delta() {  # BEFORE AFTER -> {"flow_schema/priority_level": {"requests": N, "wait_ms": average, "rejected": N}}
+  python3 - "$1" "$2" <<'PY'
+import json, re, sys
+def read(p):
+    out = {}
+    for l in open(p):
+        m = re.match(r'apiserver_flowcontrol_(request_wait_duration_seconds_sum|request_wait_duration_seconds_count|rejected_requests_total)\{(.*)\} (\S+)', l)
+        if not m: continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+        if labels.get("priority_level") == "exempt": continue
+        k = labels.get("flow_schema", "?") + "/" + labels.get("priority_level", "?")
+        i = {"request_wait_duration_seconds_sum": 0, "request_wait_duration_seconds_count": 1, "rejected_requests_total": 2}[m.group(1)]
+        out.setdefault(k, [0.0, 0.0, 0.0])[i] += float(m.group(3))
+    return out
+a, b = read(sys.argv[1]), read(sys.argv[2])
+res = {}
+for k, (s, n, r) in b.items():
+    s0, n0, r0 = a.get(k, [0.0, 0.0, 0.0])
+    if n - n0 > 0 or r - r0 > 0:
+        res[k] = {"requests": int(n - n0), "wait_ms": round((s - s0) / max(n - n0, 1) * 1000, 2), "rejected": int(r - r0)}
+print(json.dumps(res))
+PY
+}
+
 # ---- 1. and 2., RUNS times ----------------------------------------------------------------------------------
 scheduled_events() {  # PREFIX: Scheduled events about the pods of one run (written by the end of the run)
   kc get events -n "$NS" --field-selector reason=Scheduled -o name 2>/dev/null | grep -c "/$1-" || true
@@ -233,11 +304,11 @@ delete_run_pods() {  # PREFIX: the pods of one run, grace 0, until none is left
 cat >"$WORK/kube-scheduler.yaml" <<EOF
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
-clientConnection: {kubeconfig: $KCFG${QPS:+, qps: $QPS, burst: $((2 * ${QPS:-0}))}}
+clientConnection: {kubeconfig: $KS_KCFG${QPS:+, qps: $QPS, burst: $((2 * ${QPS:-0}))}}
 leaderElection: {leaderElect: false}
 profiles: [{schedulerName: $KS_NAME}]
 EOF
-GS_RUNS=() KS_RUNS=() GS_CPU=() KS_CPU=()
+GS_RUNS=() KS_RUNS=() GS_CPU=() KS_CPU=() GS_APF=() KS_APF=()
 for ((run = 1; run <= RUNS; run++)); do
   # 1. gpuslice
   log "1/3 run $run/$RUNS gpuslice: $PODS GPU pods on $all_nodes nodes"
@@ -245,12 +316,17 @@ for ((run = 1; run <= RUNS; run++)); do
   gpu_pods "gpu$run" "$PODS" >"$WORK/gpu-pods.yaml"
   create_many "$WORK/gpu-pods.yaml"
   start_watch "bench=gpu$run" "$PODS" "$WORK/gpu$run.events"
+  apf_snapshot "$WORK/apf-gs$run.0"
   GS_START=$(now)
   "$LAB" start a gpuslice
+  start_pprof "gpuslice-$run"
   cpu_snapshot "$WORK/cpu-gs$run.0" "watcher=$WATCH_PID"
   wait_watch || die "gpuslice bound $(cut -f3 "$WORK/gpu$run.events" | sort -u | wc -l) / $PODS pods within ${BIND_TIMEOUT}s (lab.sh logs a gpuslice)"
   cpu_snapshot "$WORK/cpu-gs$run.1"
+  apf_snapshot "$WORK/apf-gs$run.1"
+  GS_APF+=("$(apf_delta "$WORK/apf-gs$run.0" "$WORK/apf-gs$run.1")")
   GS_CPU+=("$(cpu_delta "$WORK/cpu-gs$run.0" "$WORK/cpu-gs$run.1")")
+  finish_pprof "gpuslice-$run"
   GS=$(python3 "$WATCH" throughput --events "$WORK/gpu$run.events" --start "$GS_START" --pods "$PODS")
   GS_RUNS+=("$GS")
   log "  gpuslice: $GS; Scheduled events: $(scheduled_events "gpu$run") / $PODS"
@@ -264,14 +340,19 @@ for ((run = 1; run <= RUNS; run++)); do
   plain_pods "plain$run" "$PODS" >"$WORK/plain-pods.yaml"
   create_many "$WORK/plain-pods.yaml"
   start_watch "bench=plain$run" "$PODS" "$WORK/plain$run.events"
+  apf_snapshot "$WORK/apf-ks$run.0"
   KS_START=$(now)
   "$BIN/kube-scheduler" --config="$WORK/kube-scheduler.yaml" --bind-address=127.0.0.1 --secure-port=0 \
     >"$WORK/kube-scheduler-$run.log" 2>&1 &
   KS_PID=$!
+  start_pprof "kube-scheduler-$run"
   cpu_snapshot "$WORK/cpu-ks$run.0" "watcher=$WATCH_PID" "kube-scheduler=$KS_PID"
   wait_watch || die "kube-scheduler bound too few pods within ${BIND_TIMEOUT}s ($WORK/kube-scheduler-$run.log)"
   cpu_snapshot "$WORK/cpu-ks$run.1" "kube-scheduler=$KS_PID"
+  apf_snapshot "$WORK/apf-ks$run.1"
+  KS_APF+=("$(apf_delta "$WORK/apf-ks$run.0" "$WORK/apf-ks$run.1")")
   KS_CPU+=("$(cpu_delta "$WORK/cpu-ks$run.0" "$WORK/cpu-ks$run.1")")
+  finish_pprof "kube-scheduler-$run"
   kill "$KS_PID" 2>/dev/null; wait "$KS_PID" 2>/dev/null || true; KS_PID=""
   KS=$(python3 "$WATCH" throughput --events "$WORK/plain$run.events" --start "$KS_START" --pods "$PODS")
   KS_RUNS+=("$KS")
@@ -282,6 +363,8 @@ GS=$(printf '%s\n' "${GS_RUNS[@]}" | python3 -c 'import json, sys; print(json.du
 KS=$(printf '%s\n' "${KS_RUNS[@]}" | python3 -c 'import json, sys; print(json.dumps([json.loads(l) for l in sys.stdin]))')
 GS_CPU=$(printf '%s\n' "${GS_CPU[@]}" | python3 -c 'import json, sys; print(json.dumps([json.loads(l) for l in sys.stdin]))')
 KS_CPU=$(printf '%s\n' "${KS_CPU[@]}" | python3 -c 'import json, sys; print(json.dumps([json.loads(l) for l in sys.stdin]))')
+GS_APF=$(printf '%s\n' "${GS_APF[@]}" | python3 -c 'import json, sys; print(json.dumps([json.loads(l) for l in sys.stdin]))')
+KS_APF=$(printf '%s\n' "${KS_APF[@]}" | python3 -c 'import json, sys; print(json.dumps([json.loads(l) for l in sys.stdin]))')
 
 # Scheduled events once everything settled (Events are written off the bind path, some after the last bind).
 EVENTS_LINE=""
@@ -319,12 +402,12 @@ LAT=$(python3 "$WATCH" latency --events "$WORK/latency.events" --pairs "$pairs")
 fi
 
 # ---- report -----------------------------------------------------------------------------------------------
-python3 - "$GS" "$KS" "$LAT" "$PODS" "$all_nodes" "$LOCK_MODE" "${QPS:-50 (defaults)}" "$GS_CPU" "$KS_CPU" "$AGENT" "$EVENTS_LINE" <<'PY'
+python3 - "$GS" "$KS" "$LAT" "$PODS" "$all_nodes" "$LOCK_MODE" "${QPS:-50 (defaults)}" "$GS_CPU" "$KS_CPU" "$AGENT" "$EVENTS_LINE" "$GS_APF" "$KS_APF" "$(if [[ $KS_USER == admin ]]; then echo "admin (system:masters, exempt from APF)"; else echo "system:kube-scheduler (APF workload-high)"; fi)" <<'PY'
 import json, sys, statistics
 gs_runs, ks_runs, lat = (json.loads(x) for x in sys.argv[1:4])
 pods, nodes, lock, qps = sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
 gs_cpu, ks_cpu = json.loads(sys.argv[8]), json.loads(sys.argv[9])
-print(f"\nclient QPS (both schedulers): {qps}; {len(gs_runs)} run(s), interleaved")
+print(f"\nclient QPS (both schedulers): {qps}; {len(gs_runs)} run(s), interleaved; kube-scheduler's user: {sys.argv[14]}")
 def f(x, d=1): return "-" if x is None else f"{x:.{d}f}"
 def ratio(g, k, key): return g[key] / k[key] if g.get(key) and k.get(key) else None
 def cell(xs, d=1):
@@ -351,6 +434,14 @@ if len(gs_runs) > 1:
               f"{f(k.get('pods_per_s_steady'))} pods/s (first -> last bind), ratio "
               f"{f(ratio(g, k, 'pods_per_s_steady'), 2)}")
 print(f"\nScheduled events per run, counted after the last run (of {pods} pods each): {sys.argv[11]}")
+gs_apf, ks_apf = json.loads(sys.argv[12]), json.loads(sys.argv[13])
+def apf(d):
+    return "; ".join(f"{k} {v['requests']} requests, {v['wait_ms']:.2f} ms" +
+                     (f", {v['rejected']} rejected (429)" if v.get('rejected') else "") for k, v in sorted(d.items())) or "none"
+print("\nAPI Priority and Fairness, requests queued (non-exempt) per run, their average wait in the queue"
+      " (apiserver_flowcontrol_request_wait_duration_seconds) and those rejected (apiserver_flowcontrol_rejected_requests_total):")
+for i, (g, k) in enumerate(zip(gs_apf, ks_apf), 1):
+    print(f"- run {i}: gpuslice's run: {apf(g)}; kube-scheduler's run: {apf(k)}")
 ls = [s['latency_s'] for s in lat if s['latency_s'] is not None]
 if ls:
     print(f"\nfreed slice -> pending pod bound (gpuslice, nodeLock {lock}, {len(ls)} samples): "

@@ -91,6 +91,10 @@ trap cleanup EXIT
 KCFG=$STATE/tenant-a/admin.kubeconfig
 GS_CONFIG=$STATE/tenant-a/gpuslice-config.yaml
 kc() { "$BIN/kubectl" --kubeconfig "$KCFG" "$@"; }
+# Upstream kube-scheduler's identity as a control plane gives it (system:kube-scheduler: its RBAC, and APF's
+# "kube-scheduler" FlowSchema at workload-high, where manifests/base/flowschema.yaml puts gpuslice); admin
+# (system:masters) would be exempt from API Priority and Fairness. Until 2026-12-06 it ran as admin.
+KS_KCFG=$STATE/tenant-a/kube-scheduler.kubeconfig
 conditions() {
   printf 'load average %s; %s free MiB' "$(cut -d' ' -f1-3 /proc/loadavg)" "$(free -m | awk '/^Mem:/ {print $7}')"
 }
@@ -232,7 +236,7 @@ start_kube_scheduler() {
   cat >"$WORK/kube-scheduler.yaml" <<EOF
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
-clientConnection: {kubeconfig: $KCFG, qps: $QPS, burst: $((2 * QPS))}
+clientConnection: {kubeconfig: $KS_KCFG, qps: $QPS, burst: $((2 * QPS))}
 leaderElection: {leaderElect: false}
 profiles: [{schedulerName: $KS_NAME}]
 EOF

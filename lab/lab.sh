@@ -40,6 +40,9 @@ API_PORT_BASE=${GPUSLICE_LAB_API_PORT:-16443}     # tenant i: + 10000*i
 KONN_PORT_BASE=${GPUSLICE_LAB_KONN_PORT:-8132}    # tenant i: + 100*i (agent), +1 admin, +2 health
 SCHED_PORT_BASE=${GPUSLICE_LAB_SCHED_PORT:-10259} # upstream kube-scheduler, tenant i: + 100*i
 NETNS_PREFIX=${GPUSLICE_LAB_NETNS_PREFIX:-gs}     # namespaces gs-a, gs-b, ...
+# kube-apiserver's /debug/pprof (bench/apiserver_bench.sh --pprof: where the API server's CPU goes); off as in a
+# hardened control plane unless asked for.
+APISERVER_PROFILING=${GPUSLICE_LAB_APISERVER_PROFILING:-false}
 if [[ ${1:-} != up && -f $STATE/lab.env ]]; then
   # shellcheck source=/dev/null
   source "$STATE/lab.env"
@@ -162,6 +165,10 @@ tenant_pki() {
     # The mock device agent stands for HAMi's device plugin: its ServiceAccount's identity, and only the RBAC of
     # HAMi's chart (lab/hami-device-plugin-rbac.yaml), so the allocation guard treats it as it treats the plugin.
     sign hami-device-plugin "/O=system:serviceaccounts/O=system:serviceaccounts:kube-system/CN=system:serviceaccount:kube-system:hami-device-plugin" "$C"
+    # Upstream kube-scheduler as a control plane runs it: user system:kube-scheduler (its bootstrap RBAC, and API
+    # Priority and Fairness' suggested FlowSchema "kube-scheduler", workload-high), for bench/'s side-by-side runs;
+    # as system:masters (admin) it would be exempt from APF while gpuslice queues.
+    sign kube-scheduler /CN=system:kube-scheduler "$C"
     sign konn-server /CN=konnectivity-server "$S\nsubjectAltName=IP:127.0.0.1,DNS:localhost"
     sign konn-agent /CN=konnectivity-agent "$C"
     openssl genrsa -out sa.key 2048 2>/dev/null && openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
@@ -271,6 +278,7 @@ start_tenant_control_plane() {
   mkdir -p "$d"
   tenant_pki "$t"
   kubeconfig "$t" admin >"$d/admin.kubeconfig"
+  kubeconfig "$t" kube-scheduler >"$d/kube-scheduler.kubeconfig"
   kubeconfig "$t" gpuslice >"$d/gpuslice.kubeconfig"
   kubeconfig "$t" hami-device-plugin >"$d/hami-device-plugin.kubeconfig"
   cat >"$d/egress.yaml" <<EOF
@@ -294,7 +302,7 @@ EOF
     --tls-cert-file="$p/apiserver.crt" --tls-private-key-file="$p/apiserver.key" --client-ca-file="$p/ca.crt" \
     --service-account-issuer="https://127.0.0.1:$port" --service-account-key-file="$p/sa.pub" \
     --service-account-signing-key-file="$p/sa.key" --service-cluster-ip-range=10.0.0.0/24 \
-    --authorization-mode=Node,RBAC --allow-privileged=true --profiling=false \
+    --authorization-mode=Node,RBAC --allow-privileged=true --profiling="$APISERVER_PROFILING" \
     --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
     --egress-selector-config-file="$d/egress.yaml"
   # The worker side: namespace with only lo, bridges over Unix sockets, the agent. Every listener with a backlog of

@@ -353,6 +353,43 @@ TEST_CASE("client-side rate limit: a wait beyond the deadline fails fast") {
   REQUIRE(server.requests().size() == 2);
 }
 
+TEST_CASE("client-side rate limit: a watch takes no token (client-go's Watch is not rate limited)") {
+  asio::io_context io;
+  TestServer server(io, pki().server.cert_pem, pki().server.key_pem, [](const Recorded& r) {
+    if (r.target.find("watch=1") != std::string::npos) {
+      return Reply{{chunked_stream(event_line("ADDED", "a", "11"), 4096)}};
+    }
+    return ok_json(R"({"kind":"Status"})");
+  });
+  ClientOptions opts;
+  opts.qps = 1;
+  opts.burst = 2;
+  opts.timeout = 500ms;
+  const auto frozen = std::chrono::steady_clock::time_point{} + 5000s;
+  opts.steady_now = [&] { return frozen; };  // no refill: two tokens in all
+  auto client = make_client(io, config_for(server), opts);
+  run_test(io, [&]() -> awaitable<void> {
+    {
+      auto first = co_await client->get("/a");
+      REQUIRE(first);
+    }
+    for (int i = 0; i < 3; ++i) {
+      WatchOptions wo;
+      wo.timeout_seconds = 60;
+      auto w = co_await client->watch("/api/v1/pods", wo, [](WatchEvent&) { return true; });
+      REQUIRE(w);
+      REQUIRE(w->events == 1);
+    }
+    // The second token is still there: had the watches taken one each, this would wait past its deadline.
+    auto second = co_await client->get("/b");
+    REQUIRE(second);
+    auto third = co_await client->get("/c");
+    REQUIRE_FALSE(third);
+    REQUIRE(third.error().message.find("rate limit") != std::string::npos);
+  });
+  REQUIRE(server.requests().size() == 5);
+}
+
 TEST_CASE("stale pooled connection errors: ECONNABORTED, ENETRESET and ETIMEDOUT count like a reset or EOF") {
   namespace aerr = boost::asio::error;
   CHECK(is_stale_connection_error(aerr::connection_aborted));  // ECONNABORTED: was treated as a hard failure

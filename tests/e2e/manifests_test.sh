@@ -176,6 +176,16 @@ spec:
   - {name: c, image: busybox}
 EOF
 }
+# The API Priority and Fairness priority level the API server chose for one request: kubectl ARGS... at -v=8
+# prints the response headers; the X-Kubernetes-PF-PriorityLevel-UID one names a PriorityLevelConfiguration.
+priority_level_of() {
+  local uid
+  uid=$(kubectl "$@" -v=8 2>&1 | grep -io 'X-Kubernetes-PF-PriorityLevel-UID: *[0-9a-f-]*' | head -1 | sed 's/.*: *//')
+  [[ -n $uid ]] || return 0
+  kubectl get prioritylevelconfigurations -o json | python3 -c '
+import json, sys
+print(next((p["metadata"]["name"] for p in json.load(sys.stdin)["items"] if p["metadata"]["uid"] == sys.argv[1]), ""))' "$uid"
+}
 for t in $(cat "${GPUSLICE_LAB_STATE:-$ROOT/lab/.state}/tenants" 2>/dev/null); do
   use_tenant "$t"
   if ! kubectl get validatingadmissionpolicy gpuslice-scheduler-guard >/dev/null 2>&1; then
@@ -221,6 +231,39 @@ print(json.dumps({"apiVersion": "v1", "kind": "Pod", "spec": t["spec"],
     ok "tenant $t: kube-system is exempt from the guard" "$out"
   else
     ko "tenant $t: kube-system is exempt from the guard" "$out"
+  fi
+  # API Priority and Fairness (manifests/base/flowschema.yaml, the chart's flowSchema.*): the API server files the
+  # Deployment's ServiceAccount at kube-scheduler's priority level and its Lease requests at leader-election, as
+  # its response header X-Kubernetes-PF-PriorityLevel-UID says (APF classifies the impersonated user). The
+  # tenant's default ServiceAccount is the control: "service-accounts", workload-low.
+  sa=$(kubectl -n gpuslice-system get deployment gpuslice -o jsonpath='{.spec.template.spec.serviceAccountName}')
+  gs=(--as-group=system:serviceaccounts --as-group=system:serviceaccounts:gpuslice-system --as-group=system:authenticated)
+  got=$(priority_level_of --as="system:serviceaccount:gpuslice-system:${sa:-gpuslice}" "${gs[@]}" -n default get pods)
+  if [[ $got == workload-high ]]; then
+    ok "tenant $t: APF files gpuslice's requests at workload-high (kube-scheduler's level)"
+  else
+    ko "tenant $t: APF files gpuslice's requests at workload-high (kube-scheduler's level)" "priority level: '${got}' (ServiceAccount ${sa:-?})"
+  fi
+  lease_ns=$(kubectl get flowschemas -o json 2>/dev/null | python3 -c '
+import json, sys
+for f in json.load(sys.stdin)["items"]:
+    if f["spec"]["priorityLevelConfiguration"]["name"] == "leader-election":
+        for r in f["spec"].get("rules", []):
+            for rr in r.get("resourceRules", []):
+                if "leases" in rr.get("resources", []): print(rr["namespaces"][0]); sys.exit()' 2>/dev/null)
+  got=$(priority_level_of --as="system:serviceaccount:gpuslice-system:${sa:-gpuslice}" "${gs[@]}" \
+        -n "${lease_ns:-gpuslice-system}" get lease gpuslice-scheduler)
+  if [[ $got == leader-election ]]; then
+    ok "tenant $t: APF files gpuslice's Lease requests at leader-election"
+  else
+    ko "tenant $t: APF files gpuslice's Lease requests at leader-election" "priority level: '${got}' (Lease namespace ${lease_ns:-none found})"
+  fi
+  got=$(priority_level_of --as=system:serviceaccount:default:default --as-group=system:serviceaccounts \
+        --as-group=system:serviceaccounts:default --as-group=system:authenticated -n default get pods)
+  if [[ $got == workload-low ]]; then
+    ok "tenant $t: control: another ServiceAccount stays at workload-low"
+  else
+    ko "tenant $t: control: another ServiceAccount stays at workload-low" "priority level: '${got}'"
   fi
 done
 

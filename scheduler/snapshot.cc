@@ -344,7 +344,7 @@ void Snapshot::apply(const PodRecord& rec, int sign) {
 void Snapshot::store(std::string key, PodRecord rec) {
   erase(key);
   apply(rec, +1);
-  if (rec.facts && !rec.facts->anti_affinity.empty()) {
+  if (rec.facts && !rec.facts->anti_affinity().empty()) {
     anti_affinity_pods_.insert(key);
   }
   if (rec.facts && rec.facts->has_affinity_score_terms()) {

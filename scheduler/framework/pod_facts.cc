@@ -289,13 +289,31 @@ bool term_matches(const PodAffinityTerm& term, std::string_view owner_ns, std::s
   return ns_ok && term.selector.matches(labels);
 }
 
+const PodFactsExtras& no_pod_facts_extras() {
+  static const PodFactsExtras kNone;
+  return kNone;
+}
+
 std::shared_ptr<const PodFacts> empty_pod_facts() {
   static const std::shared_ptr<const PodFacts> kEmpty = std::make_shared<const PodFacts>();
   return kEmpty;
 }
 
+namespace {
+
+// The facts with their extras, the pointer left null when the extras are all empty.
+std::shared_ptr<const PodFacts> with_extras(PodFacts&& f, PodFactsExtras&& x) {
+  if (!x.empty()) {
+    f.extras = std::make_unique<const PodFactsExtras>(std::move(x));
+  }
+  return std::make_shared<const PodFacts>(std::move(f));
+}
+
+}  // namespace
+
 Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod) {
   PodFacts f;
+  PodFactsExtras x;
   const json::object* meta = object_at(pod, "metadata");
   if (meta != nullptr) {
     if (const json::object* l = object_at(*meta, "labels")) {
@@ -336,7 +354,7 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
         f.start_unix = std::chrono::duration_cast<std::chrono::seconds>(t.value().time_since_epoch()).count();
       }
     }
-    f.nominated_node = string_at(*status, "nominatedNodeName");
+    x.nominated_node = string_at(*status, "nominatedNodeName");
     if (const json::array* conds = array_at(*status, "conditions")) {
       for (const json::value& cv : *conds) {
         const json::object* c = cv.is_object() ? &cv.get_object() : nullptr;
@@ -357,21 +375,21 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
   }
   if (spec == nullptr) {
     if (f.labels.empty() && f.controller_kind == ControllerKind::none && !f.terminating && f.uid.empty() &&
-        f.start_unix == 0 && f.nominated_node.empty() && !f.preemption_target) {
+        f.start_unix == 0 && x.empty() && !f.preemption_target) {
       return empty_pod_facts();
     }
-    return std::shared_ptr<const PodFacts>(std::make_shared<PodFacts>(std::move(f)));
+    return with_extras(std::move(f), std::move(x));
   }
   f.node_name = string_at(*spec, "nodeName");
   nonzero_requests(*spec, f);
   if (const json::object* aff = object_at(*spec, "affinity")) {
-    if (auto st = parse_terms(object_at(*aff, "podAffinity"), "podAffinity", f.labels, "spec.affinity", &f.affinity,
-                              &f.preferred_affinity);
+    if (auto st = parse_terms(object_at(*aff, "podAffinity"), "podAffinity", f.labels, "spec.affinity", &x.affinity,
+                              &x.preferred_affinity);
         !st) {
       return st.error();
     }
     if (auto st = parse_terms(object_at(*aff, "podAntiAffinity"), "podAntiAffinity", f.labels, "spec.affinity",
-                              &f.anti_affinity, &f.preferred_anti_affinity);
+                              &x.anti_affinity, &x.preferred_anti_affinity);
         !st) {
       return st.error();
     }
@@ -428,7 +446,7 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
           return make_error(at + "." + field + ": \"" + v + "\" is not Honor or Ignore");
         }
       }
-      f.spread.push_back(std::move(sc));
+      x.spread.push_back(std::move(sc));
     }
   }
   if (const json::array* cs = array_at(*spec, "containers")) {
@@ -456,7 +474,7 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
         if (std::string proto = string_at(*p, "protocol"); !proto.empty()) {
           h.protocol = proto;
         }
-        f.host_ports.push_back(std::move(h));
+        x.host_ports.push_back(std::move(h));
       }
     }
   }
@@ -468,17 +486,17 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
       }
       const json::object& v = vv.get_object();
       if (const json::object* pvc = object_at(v, "persistentVolumeClaim")) {
-        f.claims.push_back(string_at(*pvc, "claimName"));
+        x.claims.push_back(string_at(*pvc, "claimName"));
       } else if (object_at(v, "ephemeral") != nullptr) {
-        f.claims.push_back(pod_name + "-" + string_at(v, "name"));  // generic ephemeral volume's PVC name
+        x.claims.push_back(pod_name + "-" + string_at(v, "name"));  // generic ephemeral volume's PVC name
       } else if (const json::object* g = object_at(v, "gcePersistentDisk")) {
-        f.disks.push_back(
+        x.disks.push_back(
             DiskVolume{"gce",
                        string_at(*g, "pdName"),
                        g->if_contains("readOnly") && g->at("readOnly").is_bool() && g->at("readOnly").get_bool(),
                        {}});
       } else if (const json::object* a = object_at(v, "awsElasticBlockStore")) {
-        f.disks.push_back(DiskVolume{"aws", string_at(*a, "volumeID"), false, {}});
+        x.disks.push_back(DiskVolume{"aws", string_at(*a, "volumeID"), false, {}});
       } else if (const json::object* r = object_at(v, "rbd")) {
         std::string pool = string_at(*r, "pool");
         DiskVolume d{"rbd",
@@ -490,22 +508,22 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
             d.monitors.push_back(text(m));
           }
         }
-        f.disks.push_back(std::move(d));
+        x.disks.push_back(std::move(d));
       } else if (const json::object* i = object_at(v, "iscsi")) {
-        f.disks.push_back(
+        x.disks.push_back(
             DiskVolume{"iscsi",
                        string_at(*i, "iqn"),
                        i->if_contains("readOnly") && i->at("readOnly").is_bool() && i->at("readOnly").get_bool(),
                        {}});
       } else if (const json::object* csi = object_at(v, "csi")) {
-        f.inline_csi_drivers.push_back(string_at(*csi, "driver"));
+        x.inline_csi_drivers.push_back(string_at(*csi, "driver"));
       }
     }
   }
   if (const json::array* rc = array_at(*spec, "resourceClaims"); rc != nullptr && !rc->empty()) {
     f.dynamic_resource_claims = true;
   }
-  return std::shared_ptr<const PodFacts>(std::make_shared<PodFacts>(std::move(f)));
+  return with_extras(std::move(f), std::move(x));
 }
 
 }  // namespace gpuslice::scheduler

@@ -1075,12 +1075,15 @@ void SchedulingLoop::update_gauges() {
   m.preemptions_in_flight.with({}).set(static_cast<double>(nominations_.size()));
   m.side_effects_in_flight.with({}).set(static_cast<double>(reporter_.in_flight()));
   m.side_effects_queued.with({}).set(static_cast<double>(reporter_.queued()));
+  // Exactly as many rows as visible cards: grown by doubling, 40,000 cards would leave ~25,000 rows (2.5 MB)
+  // unused, and sized as the last sweep's they would keep the room of cards since gone.
+  size_t visible = 0;
+  snapshot_.for_each_node([&](const NodeState& n) {
+    visible += static_cast<size_t>(
+        std::count_if(n.cards.begin(), n.cards.end(), [](const CardState& c) { return c.visible(); }));
+  });
   std::vector<CardRow> rows;
-  {
-    // As many as last time: grown by doubling, 40,000 cards would leave ~25,000 rows (3.5 MB) unused.
-    std::lock_guard lock(m.cards_mutex);
-    rows.reserve(m.cards.size());
-  }
+  rows.reserve(visible);
   metrics::LabelInterner::Value type;
   snapshot_.for_each_node([&](const NodeState& n) {
     metrics::LabelInterner::Value node;

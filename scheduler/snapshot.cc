@@ -642,6 +642,7 @@ Status Snapshot::upsert_node(const json::object& node) {
       note(devs.message());
     } else if (n.allocatable_gpus > 0) {
       // Cards count only while the node advertises nvidia.com/gpu (HAMi's health gate, hami-protocol.md §3).
+      n.cards.reserve(devs.value().size());  // exactly: a node's cards live as long as the node
       for (DeviceInfo& d : devs.value()) {
         CardState c;
         c.cordoned = std::find(cordon.begin(), cordon.end(), d.id) != cordon.end();

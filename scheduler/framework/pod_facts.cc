@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <stdexcept>
 
 // Field semantics follow k8s.io/api core/v1 (PodAffinityTerm, TopologySpreadConstraint, ContainerPort, Volume)
 // and kube-scheduler's readers of them: pkg/scheduler/framework/types.go (AffinityTerm, getPodAffinityTerms),
@@ -195,6 +196,55 @@ Status parse_terms(const json::object* holder, const char* field, const Labels& 
 
 }  // namespace
 
+Labels::Labels(std::initializer_list<value_type> init) {
+  items_.reserve(init.size());
+  for (const value_type& kv : init) {
+    emplace(kv.first, kv.second);
+  }
+}
+
+std::vector<Labels::value_type>::iterator Labels::lower_bound(std::string_view key) {
+  return std::lower_bound(items_.begin(), items_.end(), key,
+                          [](const value_type& kv, std::string_view k) { return std::string_view(kv.first) < k; });
+}
+
+Labels::const_iterator Labels::find(std::string_view key) const {
+  auto it = std::lower_bound(items_.begin(), items_.end(), key,
+                             [](const value_type& kv, std::string_view k) { return std::string_view(kv.first) < k; });
+  return it != items_.end() && it->first == key ? it : items_.end();
+}
+
+const std::string* Labels::get(std::string_view key) const {
+  auto it = find(key);
+  return it != items_.end() ? &it->second : nullptr;
+}
+
+const std::string& Labels::at(std::string_view key) const {
+  const std::string* v = get(key);
+  if (v == nullptr) {
+    throw std::out_of_range("label " + std::string(key) + ": not set");
+  }
+  return *v;
+}
+
+bool Labels::emplace(std::string key, std::string value) {
+  auto it = lower_bound(key);
+  if (it != items_.end() && it->first == key) {
+    return false;
+  }
+  items_.emplace(it, std::move(key), std::move(value));
+  return true;
+}
+
+void Labels::insert_or_assign(std::string key, std::string value) {
+  auto it = lower_bound(key);
+  if (it != items_.end() && it->first == key) {
+    it->second = std::move(value);
+  } else {
+    items_.emplace(it, std::move(key), std::move(value));
+  }
+}
+
 bool LabelSelector::matches(const Labels& labels) const {
   if (nothing) {
     return false;
@@ -317,9 +367,11 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
   const json::object* meta = object_at(pod, "metadata");
   if (meta != nullptr) {
     if (const json::object* l = object_at(*meta, "labels")) {
+      f.labels.reserve(l->size());
       for (const auto& kv : *l) {
         f.labels.emplace(std::string(kv.key()), text(kv.value()));
       }
+      f.labels.shrink_to_fit();  // duplicate keys (a JSON object may repeat one) leave room unused
     }
     const json::value* del = meta->if_contains("deletionTimestamp");
     f.terminating = del != nullptr && !del->is_null();

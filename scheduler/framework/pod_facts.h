@@ -14,16 +14,57 @@
 #include <boost/json/object.hpp>
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace gpuslice::scheduler {
 
-using Labels = std::map<std::string, std::string, std::less<>>;
+/// A label set (a pod's metadata.labels, a namespace's, a selector map): key/value pairs sorted by key, keys unique,
+/// in one vector. Reads as std::map did (find, count, at, in key order), lookups by binary search; ~64 bytes a
+/// label where a map node cost ~100 more, which counts at tens of thousands of bound pods (scheduler/snapshot.h).
+class Labels {
+ public:
+  using value_type = std::pair<std::string, std::string>;
+  using const_iterator = std::vector<value_type>::const_iterator;
+
+  Labels() = default;
+  /// As std::map's: the first of equal keys wins.
+  Labels(std::initializer_list<value_type> init);
+
+  const_iterator begin() const { return items_.begin(); }
+  const_iterator end() const { return items_.end(); }
+  bool empty() const { return items_.empty(); }
+  size_t size() const { return items_.size(); }
+
+  /// The pair with `key`, or end().
+  const_iterator find(std::string_view key) const;
+  /// The value of `key`, or nullptr: the lookup helper.
+  const std::string* get(std::string_view key) const;
+  bool contains(std::string_view key) const { return get(key) != nullptr; }
+  size_t count(std::string_view key) const { return contains(key) ? 1 : 0; }
+  /// The value of `key`; throws std::out_of_range without it.
+  const std::string& at(std::string_view key) const;
+
+  /// Adds `key` = `value` unless `key` is present (std::map::emplace); true when added.
+  bool emplace(std::string key, std::string value);
+  /// Adds `key` = `value`, or replaces the value `key` has.
+  void insert_or_assign(std::string key, std::string value);
+  void reserve(size_t n) { items_.reserve(n); }
+  /// Frees what growing left unused (after the last emplace of a parse).
+  void shrink_to_fit() { items_.shrink_to_fit(); }
+
+  bool operator==(const Labels&) const = default;
+
+ private:
+  std::vector<value_type>::iterator lower_bound(std::string_view key);
+  std::vector<value_type> items_;  ///< sorted by key, keys unique
+};
 
 /// metav1.LabelSelector as a selector: requirements ANDed. `nothing`: a nil selector, which matches no object
 /// (LabelSelectorAsSelector(nil)); an empty selector `{}` matches every object.

@@ -1,13 +1,19 @@
 // PodFacts (scheduler/framework/pod_facts.h): what parse_pod_facts keeps of a pod. The rarely set facts (pod
 // (anti-)affinity terms, spread constraints, host ports, volumes, the nominated node) live behind one pointer that
-// stays null for a pod without any of them; the accessors read the same values either way.
+// stays null for a pod without any of them; the accessors read the same values either way. And Labels, the sorted
+// vector labels are kept in, read as the std::map it replaced.
 #include "scheduler/framework/pod_facts.h"
 
 #include <boost/json/parse.hpp>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <map>
 #include <memory>
+#include <random>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 using namespace gpuslice::scheduler;
 namespace json = boost::json;
@@ -114,5 +120,99 @@ TEST_CASE("pod facts: each rarely set fact alone makes the extras, read through 
 TEST_CASE("pod facts: the extras are held by one pointer, not inline", "[pod_facts]") {
   // What the snapshot pays per bound pod for the rarely set facts: one pointer, however many kinds there are.
   CHECK(sizeof(PodFacts) < sizeof(PodFactsExtras));
-  CHECK(sizeof(PodFacts) <= 208);
+  CHECK(sizeof(PodFacts) <= 184);
+}
+
+TEST_CASE("labels: a sorted vector read as the map was: lookup, key order, the first of equal keys", "[pod_facts]") {
+  Labels l{{"zone", "a"}, {"app", "web"}, {"tier", "x"}, {"app", "ignored"}};
+  REQUIRE(l.size() == 3);
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : l) {
+    keys.push_back(k);
+  }
+  CHECK(keys == std::vector<std::string>{"app", "tier", "zone"});
+  CHECK(l.at("app") == "web");  // std::map's initializer list keeps the first too
+  REQUIRE(l.get("zone") != nullptr);
+  CHECK(*l.get("zone") == "a");
+  CHECK(l.get("zon") == nullptr);
+  CHECK(l.get("zonee") == nullptr);
+  CHECK(l.get("") == nullptr);
+  CHECK(l.find("tier")->second == "x");
+  CHECK(l.find("nope") == l.end());
+  CHECK(l.count("tier") == 1);
+  CHECK(l.count("Tier") == 0);
+  CHECK(l.contains("app"));
+  CHECK_THROWS_AS(l.at("missing"), std::out_of_range);
+
+  CHECK_FALSE(l.emplace("app", "other"));  // present: kept, as std::map::emplace
+  CHECK(l.at("app") == "web");
+  CHECK(l.emplace("", "empty key"));  // sorts first
+  CHECK(l.begin()->first.empty());
+  CHECK(l.emplace("b", "2"));
+  l.insert_or_assign("app", "api");
+  l.insert_or_assign("z", "last");
+  keys.clear();
+  for (const auto& kv : l) {
+    keys.push_back(kv.first);
+  }
+  CHECK(keys == std::vector<std::string>{"", "app", "b", "tier", "z", "zone"});
+  CHECK(l.at("app") == "api");
+  CHECK(Labels{{"a", "1"}, {"b", "2"}} == Labels{{"b", "2"}, {"a", "1"}});
+  CHECK_FALSE(Labels{{"a", "1"}} == Labels{{"a", "2"}});
+  CHECK(Labels{}.empty());
+  CHECK(Labels{}.find("a") == Labels{}.end());
+}
+
+TEST_CASE("labels: random sets answer every lookup as std::map does", "[pod_facts]") {
+  std::mt19937 rng(18);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::map<std::string, std::string, std::less<>> want;
+    Labels got;
+    const int n = static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i) {
+      std::string k = "k" + std::to_string(rng() % 16);
+      std::string v = "v" + std::to_string(rng() % 4);
+      CHECK(got.emplace(k, v) == want.emplace(k, v).second);
+    }
+    REQUIRE(got.size() == want.size());
+    CHECK(std::equal(got.begin(), got.end(), want.begin(), want.end(),
+                     [](const auto& a, const auto& b) { return a.first == b.first && a.second == b.second; }));
+    for (int k = 0; k < 18; ++k) {
+      const std::string key = "k" + std::to_string(k);
+      auto w = want.find(key);
+      const std::string* g = got.get(key);
+      CHECK((g == nullptr) == (w == want.end()));
+      if (g != nullptr && w != want.end()) {
+        CHECK(*g == w->second);
+      }
+    }
+  }
+}
+
+TEST_CASE("labels: selectors match pod labels as before (In, NotIn, Exists, DoesNotExist, matchLabels)",
+          "[pod_facts]") {
+  auto sel = parse_label_selector(json::parse(R"({"matchLabels":{"app":"web"},"matchExpressions":[
+    {"key":"tier","operator":"In","values":["a","b"]},{"key":"canary","operator":"DoesNotExist"},
+    {"key":"zone","operator":"Exists"},{"key":"env","operator":"NotIn","values":["prod"]}]})")
+                                      .as_object(),
+                                  "sel");
+  REQUIRE(sel.ok());
+  CHECK(sel->matches(Labels{{"app", "web"}, {"tier", "b"}, {"zone", "z1"}}));
+  CHECK(sel->matches(Labels{{"app", "web"}, {"tier", "a"}, {"zone", "z1"}, {"env", "dev"}}));
+  CHECK_FALSE(sel->matches(Labels{{"app", "web"}, {"tier", "c"}, {"zone", "z1"}}));
+  CHECK_FALSE(sel->matches(Labels{{"app", "web"}, {"tier", "a"}}));
+  CHECK_FALSE(sel->matches(Labels{{"app", "web"}, {"tier", "a"}, {"zone", "z1"}, {"canary", ""}}));
+  CHECK_FALSE(sel->matches(Labels{{"app", "web"}, {"tier", "a"}, {"zone", "z1"}, {"env", "prod"}}));
+  CHECK_FALSE(sel->matches(Labels{}));
+  CHECK(LabelSelector::everything().matches(Labels{}));
+  CHECK_FALSE(LabelSelector{}.matches(Labels{{"app", "web"}}));  // nil: nothing
+
+  // A pod's labels as parsed, and matchLabelKeys merged from them.
+  auto f = facts(R"({"metadata":{"name":"p","labels":{"b":"2","a":"1","c":"3"}},"spec":{"containers":[],
+    "topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone","labelSelector":{},"matchLabelKeys":["c","x"]}]}})");
+  CHECK(f->labels == Labels{{"a", "1"}, {"b", "2"}, {"c", "3"}});
+  REQUIRE(f->spread().size() == 1);
+  REQUIRE(f->spread()[0].selector.requirements.size() == 1);
+  CHECK(f->spread()[0].selector.requirements[0].key == "c");
+  CHECK(f->spread()[0].selector.requirements[0].values == std::vector<std::string>{"3"});
 }

@@ -38,7 +38,7 @@ void StatusPublisher::publish_now() {
   }
   // The previous view was freed just now: ~0.5 KB per bound and ~0.6 KB per pending pod, ~20 MB at 5,000 nodes
   // and 40,000 pods, in the arena of this thread, where glibc keeps it as RSS. Hand its whole free pages back.
-  // Cost: malloc_trim walks the heap, ~17-24 ms a publication at that scale on a loaded 2-core machine, beside a
+  // Cost: malloc_trim walks the heap, ~13-24 ms a publication at that scale on a loaded 2-core machine, beside a
   // build of 58-93 ms (bench/RESULTS.md, 2026-12-06 session 18). Where it runs: in the publisher, never inside a
   // decision or a bind, and its time is added to the build's, so next_publish_delay() keeps the two together
   // within PublishPolicy::loop_share_percent of the loop's time. It is not off the loop's thread, though: the

@@ -13,14 +13,16 @@
 // (pending: with every pod pending; bound: once all are bound and the status view is dropped).
 //
 // Phases: nodes listed; pods listed while not synced (all pending: the start of the live run); one status view
-// built and kept (the board's); synced and leading: every pod decided, bound and its bound object delivered;
-// a status view again; malloc_trim. The figures are the loop's heap, not the process's RSS (no TLS, no
+// built and kept (the board's, published by a StatusPublisher as serve's is); synced and leading: every pod
+// decided, bound and its bound object delivered; a status view published again (the publisher frees the first
+// and trims the heap after it); malloc_trim. The figures are the loop's heap, not the process's RSS (no TLS, no
 // reflector buffers): bench/scale_bench.sh measures that through a real kube-apiserver.
 
 #include "common/json_access.h"
 #include "kube/objects.h"
 #include "scheduler/loop.h"
 #include "scheduler/loop_api.h"
+#include "scheduler/status_publisher.h"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -365,7 +367,11 @@ int main(int argc, char** argv) {
   status::SchedulerState state;
   state.synced = true;
   state.leading = true;
-  auto board = std::make_unique<status::StatusView>(loop->status_view(state));
+  // The board's view, published as serve's StatusPublisher does (publish_now: build, publish, and when that
+  // freed the previous view, return the freed heap pages).
+  auto publisher = std::make_shared<StatusPublisher>(io.get_executor(),
+                                                     [&]() -> status::StatusView { return loop->status_view(state); });
+  publisher->publish_now();
   malloc_trim(0);
   mark("status view built (pending)");
 
@@ -387,11 +393,13 @@ int main(int argc, char** argv) {
   io.restart();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "bound %zu pods in %.1f s (%.0f pods/s)\n", api->binds, secs, api->binds / secs);
-  board = std::make_unique<status::StatusView>(loop->status_view(state));
+  publisher->publish_now();
   mark("all bound, status view rebuilt");
+  std::fprintf(stderr, "status view published: build %.1f ms, then the publisher's trim %.1f ms\n",
+               publisher->board()->latest()->build_time.count() / 1000.0, publisher->last_trim().count() / 1000.0);
   malloc_trim(0);
   mark("all bound, after malloc_trim");
-  board.reset();
+  publisher.reset();  // and the board with it: the view is freed
   malloc_trim(0);
   mark("status view dropped");
   if (exit_at == "bound") {

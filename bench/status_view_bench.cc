@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
   if (sizes.empty()) sizes = {100, 1000, 5000};
   // serve's /metrics: the loop's families (and its per-card gauges) and the status view's collector.
   auto& loop_metrics = LoopMetrics::get();
+  gpuslice::metrics::LabelInterner card_labels;  // as the loop's update_gauges() shares names and types
   const status::StatusView* scraped = nullptr;
   std::atomic<bool> legacy{true};
   gpuslice::metrics::default_registry().add_collector([&](std::string& out) {
@@ -141,8 +142,9 @@ int main(int argc, char** argv) {
       // The loop's card rows, as update_gauges() leaves them.
       std::vector<CardRow> rows;
       for (const auto& node : v.nodes) {
+        gpuslice::metrics::LabelInterner::Value name = card_labels.intern(node.name);
         for (const auto& c : node.cards) {
-          rows.push_back(CardRow{node.name, c.uuid, c.type, double(c.mem_used_mib) * 1048576.0,
+          rows.push_back(CardRow{name, c.uuid, card_labels.intern(c.type), double(c.mem_used_mib) * 1048576.0,
                                  double(c.mem_total_mib) * 1048576.0,
                                  c.cores_total > 0 ? double(c.cores_used) / double(c.cores_total) : 0.0,
                                  double(c.slots_used), double(c.slots_total)});

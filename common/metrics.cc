@@ -160,6 +160,20 @@ std::vector<double> exponential_buckets(double start, double factor, int count) 
   return b;
 }
 
+LabelInterner::Value LabelInterner::intern(std::string_view v) {
+  auto it = values_.find(v);
+  if (it != values_.end()) {
+    return it->second;
+  }
+  auto value = std::make_shared<const std::string>(v);
+  values_.emplace(std::string_view(*value), value);
+  return value;
+}
+
+void LabelInterner::prune() {
+  std::erase_if(values_, [](const auto& kv) { return kv.second.use_count() == 1; });
+}
+
 std::string escape_label_value(const std::string& v) {
   std::string out;
   out.reserve(v.size());

@@ -10,7 +10,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 namespace gpuslice::metrics {
@@ -124,6 +126,22 @@ std::vector<double> exponential_buckets(double start, double factor, int count);
 std::string escape_label_value(const std::string& v);
 /// Formats a sample value as Prometheus expects (integers without exponent, +Inf/-Inf/NaN spelled out).
 std::string format_value(double v);
+
+/// Equal label values shared by pointer: rows that repeat a value (the node name of each of a node's cards, the
+/// card type of a whole fleet) hold one immutable copy instead of a string each. One owner interns (not
+/// thread-safe); the values it hands out may be read and released on any thread.
+class LabelInterner {
+ public:
+  using Value = std::shared_ptr<const std::string>;
+  /// The shared copy of `v` (made on first use).
+  Value intern(std::string_view v);
+  /// Forgets the values nothing but the interner holds any more (a node gone, a type no card has).
+  void prune();
+  size_t size() const { return values_.size(); }
+
+ private:
+  std::unordered_map<std::string_view, Value> values_;  ///< each key views its own value's characters
+};
 
 /// The process-wide registry served on /metrics.
 Registry& default_registry();

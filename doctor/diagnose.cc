@@ -323,7 +323,12 @@ bool selector_selects(const json::object& o, std::string_view field, const Label
     why = parsed.message();
     return false;
   }
-  if (parsed->matches(labels)) {
+  scheduler::Labels set;  // the scheduler's label set (a sorted vector), which its selectors read
+  set.reserve(labels.size());
+  for (const auto& [k, v] : labels) {
+    set.emplace(k, v);
+  }
+  if (parsed->matches(set)) {
     return true;
   }
   why = std::string(field) + " " + json::serialize(*sel) + " does not select it";

@@ -1075,25 +1075,41 @@ void SchedulingLoop::update_gauges() {
   m.preemptions_in_flight.with({}).set(static_cast<double>(nominations_.size()));
   m.side_effects_in_flight.with({}).set(static_cast<double>(reporter_.in_flight()));
   m.side_effects_queued.with({}).set(static_cast<double>(reporter_.queued()));
-  std::vector<CardRow> rows;
-  {
-    // As many as last time: grown by doubling, 40,000 cards would leave ~25,000 rows (3.5 MB) unused.
-    std::lock_guard lock(m.cards_mutex);
-    rows.reserve(m.cards.size());
-  }
+  // Exactly as many rows as visible cards: grown by doubling, 40,000 cards would leave ~25,000 rows (2.5 MB)
+  // unused, and sized as the last sweep's they would keep the room of cards since gone.
+  size_t visible = 0;
   snapshot_.for_each_node([&](const NodeState& n) {
+    visible += static_cast<size_t>(
+        std::count_if(n.cards.begin(), n.cards.end(), [](const CardState& c) { return c.visible(); }));
+  });
+  std::vector<CardRow> rows;
+  rows.reserve(visible);
+  metrics::LabelInterner::Value type;
+  snapshot_.for_each_node([&](const NodeState& n) {
+    metrics::LabelInterner::Value node;
     for (const auto& c : n.cards) {
       if (!c.visible()) {
         continue;
       }
-      rows.push_back(CardRow{n.name, c.info.id, c.info.type, static_cast<double>(c.used_mem_mib) * 1048576.0,
+      if (!node) {
+        node = card_labels_.intern(n.name);
+      }
+      if (!type || *type != c.info.type) {  // a fleet has few types: most rows take the last row's
+        type = card_labels_.intern(c.info.type);
+      }
+      rows.push_back(CardRow{node, c.info.id, type, static_cast<double>(c.used_mem_mib) * 1048576.0,
                              static_cast<double>(c.info.devmem) * 1048576.0,
                              c.info.devcore > 0 ? static_cast<double>(c.used_cores) / c.info.devcore : 0.0,
                              static_cast<double>(c.used_slots), static_cast<double>(c.info.count)});
     }
   });
-  std::lock_guard lock(m.cards_mutex);
-  m.cards = std::move(rows);
+  {
+    std::lock_guard lock(m.cards_mutex);
+    m.cards.swap(rows);
+  }
+  rows.clear();  // the last sweep's rows, freed outside the lock
+  type.reset();
+  card_labels_.prune();  // the names and types only they held
 }
 
 asio::awaitable<void> SchedulingLoop::run_sweeper() {

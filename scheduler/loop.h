@@ -34,6 +34,7 @@
 // Reflectors on it. Only ready()/leading() may be read from other threads.
 
 #include "common/config.h"
+#include "common/metrics.h"
 #include "common/rfc3339.h"
 #include "kube/reflector.h"
 #include "scheduler/loop_api.h"
@@ -274,6 +275,8 @@ class SchedulingLoop : public std::enable_shared_from_this<SchedulingLoop> {
   std::map<PodKey, Nomination> nominations_;   // preemptors waiting for their victims
   NodeLocker locker_;                          // hami.io/mutex.lock: takes, releases, janitor
   LoopReporter reporter_;                      // PodScheduled condition and Events
+  /// update_gauges(): the node names and card types the metrics' card rows share (pruned after each sweep).
+  metrics::LabelInterner card_labels_;
 
   boost::asio::steady_timer wake_timer_;
   boost::asio::steady_timer sweep_timer_;

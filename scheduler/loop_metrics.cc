@@ -57,7 +57,8 @@ LoopMetrics& LoopMetrics::get() {
     (void)out->side_effects_queued.with({});
     r.add_collector([out](std::string& text) {
       // Copy the rows under the lock and format outside it: a scrape of a large fleet never holds the mutex the
-      // loop's update_gauges() takes while it writes 5 lines per card.
+      // loop's update_gauges() takes while it writes 5 lines per card. The copies share the interned node names
+      // and types (a reference count each), so the copy is the rows and their UUIDs only.
       std::vector<CardRow> cards;
       {
         std::lock_guard lock(out->cards_mutex);
@@ -69,9 +70,9 @@ LoopMetrics& LoopMetrics::get() {
       std::vector<std::string> labels;  // {node="...",device_uuid="...",device_type="..."}, escaped once per card
       labels.reserve(cards.size());
       for (const auto& c : cards) {
-        labels.push_back("{node=\"" + metrics::escape_label_value(c.node) + "\",device_uuid=\"" +
+        labels.push_back("{node=\"" + metrics::escape_label_value(*c.node) + "\",device_uuid=\"" +
                          metrics::escape_label_value(c.uuid) + "\",device_type=\"" +
-                         metrics::escape_label_value(c.type) + "\"} ");
+                         metrics::escape_label_value(*c.type) + "\"} ");
       }
       text.reserve(text.size() + cards.size() * 5 * (labels.front().size() + 64));
       auto family = [&](const char* name, const char* help, double CardRow::*field) {

@@ -12,8 +12,12 @@
 
 namespace gpuslice::scheduler {
 
+/// One card's gauges. The node name and the card type are interned (metrics::LabelInterner): a node's cards share
+/// its name, a fleet's cards their few types, by pointer; the UUID is the card's own.
 struct CardRow {
-  std::string node, uuid, type;
+  metrics::LabelInterner::Value node;
+  std::string uuid;
+  metrics::LabelInterner::Value type;
   double mem_used_bytes, mem_total_bytes, cores_used_ratio, slots_used, slots_total;
 };
 

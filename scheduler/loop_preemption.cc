@@ -81,7 +81,7 @@ void SchedulingLoop::restore_nominations(std::vector<PodRecord> hidden) {
 std::optional<Decision> SchedulingLoop::decide_on_nominated_node(const PodKey& key, const PodInfo& info) {
   std::string node = nomination_of(key);
   if (node.empty() && info.facts) {
-    node = info.facts->nominated_node;
+    node = info.facts->nominated_node();
   }
   if (node.empty()) {
     return std::nullopt;
@@ -168,7 +168,7 @@ std::string SchedulingLoop::preempt_or_wait(const PodKey& key, const PodInfo& in
   LoopMetrics::get().preemption_attempts.with({}).inc();
   std::string nominated = nomination_of(key);
   if (nominated.empty() && info.facts) {
-    nominated = info.facts->nominated_node;
+    nominated = info.facts->nominated_node();
   }
   if (auto it = nominations_.find(key); it != nominations_.end()) {
     // Our own nomination stays valid while a victim we chose is still there (terminating, or its delete not

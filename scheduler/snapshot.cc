@@ -344,7 +344,7 @@ void Snapshot::apply(const PodRecord& rec, int sign) {
 void Snapshot::store(std::string key, PodRecord rec) {
   erase(key);
   apply(rec, +1);
-  if (rec.facts && !rec.facts->anti_affinity.empty()) {
+  if (rec.facts && !rec.facts->anti_affinity().empty()) {
     anti_affinity_pods_.insert(key);
   }
   if (rec.facts && rec.facts->has_affinity_score_terms()) {
@@ -642,6 +642,7 @@ Status Snapshot::upsert_node(const json::object& node) {
       note(devs.message());
     } else if (n.allocatable_gpus > 0) {
       // Cards count only while the node advertises nvidia.com/gpu (HAMi's health gate, hami-protocol.md §3).
+      n.cards.reserve(devs.value().size());  // exactly: a node's cards live as long as the node
       for (DeviceInfo& d : devs.value()) {
         CardState c;
         c.cordoned = std::find(cordon.begin(), cordon.end(), d.id) != cordon.end();

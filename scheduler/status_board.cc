@@ -14,14 +14,18 @@ std::chrono::milliseconds next_publish_delay(std::chrono::microseconds build_tim
   return std::max(policy.min_period, scaled);
 }
 
-void StatusBoard::publish(std::shared_ptr<const Published> view) {
+bool StatusBoard::publish(std::shared_ptr<const Published> view) {
   std::shared_ptr<const Published> old;
   {
     std::lock_guard lock(mutex_);
     old = std::move(current_);
     current_ = std::move(view);
   }
-  // `old` (possibly the last reference to a large view) is freed here, outside the lock.
+  // `old` (possibly the last reference to a large view) is freed here, outside the lock. Once it is out of the
+  // board no reader can take another reference to it, so a count of 1 means this is the last.
+  const bool last = old != nullptr && old.use_count() == 1;
+  old.reset();
+  return last;
 }
 
 std::shared_ptr<const Published> StatusBoard::latest() const {

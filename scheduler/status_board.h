@@ -37,6 +37,9 @@ struct Published {
 struct PublishPolicy {
   std::chrono::milliseconds min_period{1000};
   int loop_share_percent = 5;  ///< 1..100
+  /// After a publication that freed the previous view, return the freed heap pages to the system (glibc's
+  /// malloc_trim; scheduler/status_publisher.cc). Its time counts in the loop share like the build's.
+  bool trim_freed_heap = true;
 };
 
 /// The delay before the next publication (see PublishPolicy). Pure.
@@ -44,8 +47,9 @@ std::chrono::milliseconds next_publish_delay(std::chrono::microseconds build_tim
 
 class StatusBoard {
  public:
-  /// Replaces the current view (the loop's publisher; any thread).
-  void publish(std::shared_ptr<const Published> view);
+  /// Replaces the current view (the loop's publisher; any thread). True when the previous view was freed here
+  /// (no reader held it; one a reader holds is freed by the reader's thread when it lets go).
+  bool publish(std::shared_ptr<const Published> view);
   /// The last published view, null before the first. Never waits for anything but the pointer copy.
   std::shared_ptr<const Published> latest() const;
 

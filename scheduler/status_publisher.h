@@ -40,6 +40,8 @@ class StatusPublisher : public std::enable_shared_from_this<StatusPublisher> {
 
   std::shared_ptr<const status::StatusBoard> board() const { return board_; }
   const status::PublishPolicy& policy() const { return policy_; }
+  /// What returning the freed heap took after the last publication (0 when it did not run).
+  std::chrono::microseconds last_trim() const { return last_trim_; }
 
  private:
   Build build_;
@@ -48,7 +50,8 @@ class StatusPublisher : public std::enable_shared_from_this<StatusPublisher> {
   std::shared_ptr<status::StatusBoard> board_ = std::make_shared<status::StatusBoard>();
   boost::asio::steady_timer timer_;
   uint64_t generation_ = 0;
-  std::chrono::microseconds last_build_{};
+  std::chrono::microseconds last_build_{};  ///< the build and the trim after it: what the loop share bounds
+  std::chrono::microseconds last_trim_{};
   bool stopped_ = false;
 };
 

@@ -107,6 +107,7 @@ Status ClusterObjects::upsert_namespace(const json::object& ns) {
   Labels labels;
   if (const json::object* m = object_at(ns, "metadata")) {
     if (const json::object* l = object_at(*m, "labels")) {
+      labels.reserve(l->size());
       for (const auto& kv : *l) {
         labels.emplace(std::string(kv.key()),
                        kv.value().is_string() ? std::string(kv.value().get_string()) : json::serialize(kv.value()));

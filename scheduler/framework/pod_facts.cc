@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <stdexcept>
 
 // Field semantics follow k8s.io/api core/v1 (PodAffinityTerm, TopologySpreadConstraint, ContainerPort, Volume)
 // and kube-scheduler's readers of them: pkg/scheduler/framework/types.go (AffinityTerm, getPodAffinityTerms),
@@ -195,6 +196,55 @@ Status parse_terms(const json::object* holder, const char* field, const Labels& 
 
 }  // namespace
 
+Labels::Labels(std::initializer_list<value_type> init) {
+  items_.reserve(init.size());
+  for (const value_type& kv : init) {
+    emplace(kv.first, kv.second);
+  }
+}
+
+std::vector<Labels::value_type>::iterator Labels::lower_bound(std::string_view key) {
+  return std::lower_bound(items_.begin(), items_.end(), key,
+                          [](const value_type& kv, std::string_view k) { return std::string_view(kv.first) < k; });
+}
+
+Labels::const_iterator Labels::find(std::string_view key) const {
+  auto it = std::lower_bound(items_.begin(), items_.end(), key,
+                             [](const value_type& kv, std::string_view k) { return std::string_view(kv.first) < k; });
+  return it != items_.end() && it->first == key ? it : items_.end();
+}
+
+const std::string* Labels::get(std::string_view key) const {
+  auto it = find(key);
+  return it != items_.end() ? &it->second : nullptr;
+}
+
+const std::string& Labels::at(std::string_view key) const {
+  const std::string* v = get(key);
+  if (v == nullptr) {
+    throw std::out_of_range("label " + std::string(key) + ": not set");
+  }
+  return *v;
+}
+
+bool Labels::emplace(std::string key, std::string value) {
+  auto it = lower_bound(key);
+  if (it != items_.end() && it->first == key) {
+    return false;
+  }
+  items_.emplace(it, std::move(key), std::move(value));
+  return true;
+}
+
+void Labels::insert_or_assign(std::string key, std::string value) {
+  auto it = lower_bound(key);
+  if (it != items_.end() && it->first == key) {
+    it->second = std::move(value);
+  } else {
+    items_.emplace(it, std::move(key), std::move(value));
+  }
+}
+
 bool LabelSelector::matches(const Labels& labels) const {
   if (nothing) {
     return false;
@@ -289,19 +339,39 @@ bool term_matches(const PodAffinityTerm& term, std::string_view owner_ns, std::s
   return ns_ok && term.selector.matches(labels);
 }
 
+const PodFactsExtras& no_pod_facts_extras() {
+  static const PodFactsExtras kNone;
+  return kNone;
+}
+
 std::shared_ptr<const PodFacts> empty_pod_facts() {
   static const std::shared_ptr<const PodFacts> kEmpty = std::make_shared<const PodFacts>();
   return kEmpty;
 }
 
+namespace {
+
+// The facts with their extras, the pointer left null when the extras are all empty.
+std::shared_ptr<const PodFacts> with_extras(PodFacts&& f, PodFactsExtras&& x) {
+  if (!x.empty()) {
+    f.extras = std::make_unique<const PodFactsExtras>(std::move(x));
+  }
+  return std::make_shared<const PodFacts>(std::move(f));
+}
+
+}  // namespace
+
 Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod) {
   PodFacts f;
+  PodFactsExtras x;
   const json::object* meta = object_at(pod, "metadata");
   if (meta != nullptr) {
     if (const json::object* l = object_at(*meta, "labels")) {
+      f.labels.reserve(l->size());
       for (const auto& kv : *l) {
         f.labels.emplace(std::string(kv.key()), text(kv.value()));
       }
+      f.labels.shrink_to_fit();  // duplicate keys (a JSON object may repeat one) leave room unused
     }
     const json::value* del = meta->if_contains("deletionTimestamp");
     f.terminating = del != nullptr && !del->is_null();
@@ -336,7 +406,7 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
         f.start_unix = std::chrono::duration_cast<std::chrono::seconds>(t.value().time_since_epoch()).count();
       }
     }
-    f.nominated_node = string_at(*status, "nominatedNodeName");
+    x.nominated_node = string_at(*status, "nominatedNodeName");
     if (const json::array* conds = array_at(*status, "conditions")) {
       for (const json::value& cv : *conds) {
         const json::object* c = cv.is_object() ? &cv.get_object() : nullptr;
@@ -357,21 +427,21 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
   }
   if (spec == nullptr) {
     if (f.labels.empty() && f.controller_kind == ControllerKind::none && !f.terminating && f.uid.empty() &&
-        f.start_unix == 0 && f.nominated_node.empty() && !f.preemption_target) {
+        f.start_unix == 0 && x.empty() && !f.preemption_target) {
       return empty_pod_facts();
     }
-    return std::shared_ptr<const PodFacts>(std::make_shared<PodFacts>(std::move(f)));
+    return with_extras(std::move(f), std::move(x));
   }
   f.node_name = string_at(*spec, "nodeName");
   nonzero_requests(*spec, f);
   if (const json::object* aff = object_at(*spec, "affinity")) {
-    if (auto st = parse_terms(object_at(*aff, "podAffinity"), "podAffinity", f.labels, "spec.affinity", &f.affinity,
-                              &f.preferred_affinity);
+    if (auto st = parse_terms(object_at(*aff, "podAffinity"), "podAffinity", f.labels, "spec.affinity", &x.affinity,
+                              &x.preferred_affinity);
         !st) {
       return st.error();
     }
     if (auto st = parse_terms(object_at(*aff, "podAntiAffinity"), "podAntiAffinity", f.labels, "spec.affinity",
-                              &f.anti_affinity, &f.preferred_anti_affinity);
+                              &x.anti_affinity, &x.preferred_anti_affinity);
         !st) {
       return st.error();
     }
@@ -428,7 +498,7 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
           return make_error(at + "." + field + ": \"" + v + "\" is not Honor or Ignore");
         }
       }
-      f.spread.push_back(std::move(sc));
+      x.spread.push_back(std::move(sc));
     }
   }
   if (const json::array* cs = array_at(*spec, "containers")) {
@@ -456,7 +526,7 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
         if (std::string proto = string_at(*p, "protocol"); !proto.empty()) {
           h.protocol = proto;
         }
-        f.host_ports.push_back(std::move(h));
+        x.host_ports.push_back(std::move(h));
       }
     }
   }
@@ -468,17 +538,17 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
       }
       const json::object& v = vv.get_object();
       if (const json::object* pvc = object_at(v, "persistentVolumeClaim")) {
-        f.claims.push_back(string_at(*pvc, "claimName"));
+        x.claims.push_back(string_at(*pvc, "claimName"));
       } else if (object_at(v, "ephemeral") != nullptr) {
-        f.claims.push_back(pod_name + "-" + string_at(v, "name"));  // generic ephemeral volume's PVC name
+        x.claims.push_back(pod_name + "-" + string_at(v, "name"));  // generic ephemeral volume's PVC name
       } else if (const json::object* g = object_at(v, "gcePersistentDisk")) {
-        f.disks.push_back(
+        x.disks.push_back(
             DiskVolume{"gce",
                        string_at(*g, "pdName"),
                        g->if_contains("readOnly") && g->at("readOnly").is_bool() && g->at("readOnly").get_bool(),
                        {}});
       } else if (const json::object* a = object_at(v, "awsElasticBlockStore")) {
-        f.disks.push_back(DiskVolume{"aws", string_at(*a, "volumeID"), false, {}});
+        x.disks.push_back(DiskVolume{"aws", string_at(*a, "volumeID"), false, {}});
       } else if (const json::object* r = object_at(v, "rbd")) {
         std::string pool = string_at(*r, "pool");
         DiskVolume d{"rbd",
@@ -490,22 +560,22 @@ Result<std::shared_ptr<const PodFacts>> parse_pod_facts(const json::object& pod)
             d.monitors.push_back(text(m));
           }
         }
-        f.disks.push_back(std::move(d));
+        x.disks.push_back(std::move(d));
       } else if (const json::object* i = object_at(v, "iscsi")) {
-        f.disks.push_back(
+        x.disks.push_back(
             DiskVolume{"iscsi",
                        string_at(*i, "iqn"),
                        i->if_contains("readOnly") && i->at("readOnly").is_bool() && i->at("readOnly").get_bool(),
                        {}});
       } else if (const json::object* csi = object_at(v, "csi")) {
-        f.inline_csi_drivers.push_back(string_at(*csi, "driver"));
+        x.inline_csi_drivers.push_back(string_at(*csi, "driver"));
       }
     }
   }
   if (const json::array* rc = array_at(*spec, "resourceClaims"); rc != nullptr && !rc->empty()) {
     f.dynamic_resource_claims = true;
   }
-  return std::shared_ptr<const PodFacts>(std::make_shared<PodFacts>(std::move(f)));
+  return with_extras(std::move(f), std::move(x));
 }
 
 }  // namespace gpuslice::scheduler

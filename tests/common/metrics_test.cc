@@ -31,3 +31,33 @@ TEST_CASE("label values are escaped") {
   CHECK(format_value(1) == "1");
   CHECK(format_value(0.25) == "0.25");
 }
+
+TEST_CASE("label interner: equal values share one copy; prune forgets what no row holds") {
+  LabelInterner in;
+  LabelInterner::Value a = in.intern("node-a");
+  LabelInterner::Value a2 = in.intern(std::string("node-a"));
+  LabelInterner::Value type = in.intern("NVIDIA A100-SXM4-80GB (longer than the short-string buffer)");
+  CHECK(a.get() == a2.get());
+  CHECK(*a == "node-a");
+  CHECK(*type == "NVIDIA A100-SXM4-80GB (longer than the short-string buffer)");
+  CHECK(in.size() == 2);
+  CHECK(in.intern("").get() != a.get());
+  CHECK(in.size() == 3);  // "" too: nothing else holds it, so prune drops it
+  in.prune();
+  CHECK(in.size() == 2);
+  a.reset();
+  in.prune();
+  CHECK(in.size() == 2);  // a2 still holds node-a
+  a2.reset();
+  in.prune();
+  CHECK(in.size() == 1);
+  // A value pruned and interned again is a new copy with the same text; one held outlives the interner.
+  LabelInterner::Value again = in.intern("node-a");
+  CHECK(*again == "node-a");
+  {
+    LabelInterner gone;
+    again = gone.intern("kept");
+  }
+  CHECK(*again == "kept");
+  CHECK(*type == "NVIDIA A100-SXM4-80GB (longer than the short-string buffer)");
+}

@@ -83,3 +83,39 @@ TEST_CASE("loop metrics: the side effects in flight gauge is on /metrics from th
   CHECK(sample(metrics::default_registry().serialize(), "gpuslice_scheduler_side_effects_in_flight") == 3);
   m.side_effects_in_flight.with({}).set(0);
 }
+
+TEST_CASE("loop metrics: card rows share their node name and type by pointer and render as before", "[loop_metrics]") {
+  auto& m = LoopMetrics::get();
+  metrics::LabelInterner names;
+  auto node = names.intern("gpu-\"1\"");
+  auto type = names.intern("NVIDIA A100-SXM4-80GB");
+  std::vector<CardRow> rows{{node, "GPU-a", type, 1048576.0 * 100, 1048576.0 * 1000, 0.25, 2, 10},
+                            {node, "GPU-b", names.intern("NVIDIA A100-SXM4-80GB"), 0, 1048576.0 * 1000, 0, 0, 10}};
+  CHECK(rows[0].type.get() == rows[1].type.get());
+  CHECK(rows[0].node.get() == rows[1].node.get());
+  std::vector<CardRow> before;
+  {
+    std::lock_guard lock(m.cards_mutex);
+    before.swap(m.cards);
+    m.cards = rows;
+  }
+  const std::string text = metrics::default_registry().serialize();
+  const std::string labels = R"({node="gpu-\"1\"",device_uuid="GPU-a",device_type="NVIDIA A100-SXM4-80GB"})";
+  CHECK(sample(text, "gpuslice_scheduler_card_memory_allocated_bytes" + labels) == 104857600);
+  CHECK(sample(text, "gpuslice_scheduler_card_memory_bytes" + labels) == 1048576000);
+  CHECK(sample(text, "gpuslice_scheduler_card_core_allocated_ratio" + labels) == 0.25);
+  CHECK(sample(text, "gpuslice_scheduler_card_shared_count" + labels) == 2);
+  CHECK(sample(text,
+               "gpuslice_scheduler_card_slots"
+               R"({node="gpu-\"1\"",device_uuid="GPU-b",device_type="NVIDIA A100-SXM4-80GB"})") == 10);
+  {
+    std::lock_guard lock(m.cards_mutex);
+    m.cards.swap(before);
+  }
+  before.clear();
+  rows.clear();
+  node.reset();
+  type.reset();
+  names.prune();
+  CHECK(names.size() == 0);
+}

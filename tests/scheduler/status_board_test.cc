@@ -105,3 +105,14 @@ TEST_CASE("status board: /metrics carries the view's age, build time and generat
   CHECK_THAT(text, Catch::Contains("\ngpuslice_scheduler_status_view_generation 3\n"));
   CHECK_THAT(text, Catch::Contains("# TYPE gpuslice_scheduler_status_view_age_seconds gauge\n"));
 }
+
+TEST_CASE("status board: publish says whether it freed the previous view (none held it)") {
+  status::StatusBoard board;
+  CHECK_FALSE(board.publish(published(1, kT0)));  // nothing before
+  CHECK(board.publish(published(2, kT0 + 1s)));   // view 1 freed here
+  auto held = board.latest();
+  CHECK_FALSE(board.publish(published(3, kT0 + 2s)));  // view 2 is the reader's to free
+  CHECK(held->generation == 2);
+  held.reset();
+  CHECK(board.publish(published(4, kT0 + 3s)));
+}

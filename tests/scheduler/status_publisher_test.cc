@@ -138,3 +138,29 @@ TEST_CASE("status publisher: a slow build is followed by a longer pause (the loo
   CHECK(builds.load() >= 2);
   CHECK(builds.load() <= 4);
 }
+
+TEST_CASE("status publisher: the heap is trimmed after a view is freed, and the trim counts with the build") {
+  asio::io_context io;
+  // A clock that advances 1 ms per read: the build takes 1 ms (t0, t1), the trim 1 ms (t2, t3).
+  auto now = std::make_shared<Clock::time_point>();
+  auto steady = [now] { return *now += 1ms; };
+  auto pub = std::make_shared<StatusPublisher>(
+      io.get_executor(), [] { return view_named("v"); }, status::PublishPolicy{1000ms, 5}, steady);
+  pub->publish_now();
+  CHECK(pub->last_trim() == 0us);  // the first view freed nothing
+  pub->publish_now();
+#if defined(__GLIBC__)
+  CHECK(pub->last_trim() == 1000us);
+#endif
+  CHECK(pub->board()->latest()->build_time == 1000us);  // the view's own build time, without the trim
+  auto held = pub->board()->latest();
+  pub->publish_now();
+  CHECK(pub->last_trim() == 0us);  // a reader held the previous view: it frees it, nothing to trim here
+  held.reset();
+
+  auto off = std::make_shared<StatusPublisher>(
+      io.get_executor(), [] { return view_named("v"); }, status::PublishPolicy{1000ms, 5, false}, steady);
+  off->publish_now();
+  off->publish_now();
+  CHECK(off->last_trim() == 0us);
+}

@@ -89,7 +89,7 @@ class InterPodAffinity final : public Plugin {
       if (node == nullptr) {
         return;
       }
-      for (const PodAffinityTerm& t : rec.facts->anti_affinity) {
+      for (const PodAffinityTerm& t : rec.facts->anti_affinity()) {
         if (term_matches(t, rec.ns, ctx.pod.ns, f.labels, own_ns_labels)) {
           add_count(st->existing_anti, *node, t.topology_key, 1);
         }
@@ -111,18 +111,18 @@ class InterPodAffinity final : public Plugin {
             st->existing_score = true;
           }
         };
-        for (const PodAffinityTerm& t : rec.facts->affinity) {
+        for (const PodAffinityTerm& t : rec.facts->affinity()) {
           count(t, kHardPodAffinityWeight);
         }
-        for (const WeightedPodAffinityTerm& w : rec.facts->preferred_affinity) {
+        for (const WeightedPodAffinityTerm& w : rec.facts->preferred_affinity()) {
           count(w.term, w.weight);
         }
-        for (const WeightedPodAffinityTerm& w : rec.facts->preferred_anti_affinity) {
+        for (const WeightedPodAffinityTerm& w : rec.facts->preferred_anti_affinity()) {
           count(w.term, -w.weight);
         }
       });
     }
-    if (f.affinity.empty() && f.anti_affinity.empty() && !any_existing) {
+    if (f.affinity().empty() && f.anti_affinity().empty() && !any_existing) {
       state.write(slot, std::move(st));  // the score counts, for PreScore
       return PluginStatus::skipped();
     }
@@ -130,10 +130,10 @@ class InterPodAffinity final : public Plugin {
     // the terms' labels or in their namespaces), each still tested in full: the counts equal the walk over every
     // pod (ScheduleOptions::use_pod_index = false), which upstream does.
     const bool use_index = ctx.options.use_pod_index;
-    if (!f.affinity.empty()) {
+    if (!f.affinity().empty()) {
       std::vector<TermScope> scopes;
-      scopes.reserve(f.affinity.size());
-      for (const PodAffinityTerm& t : f.affinity) {
+      scopes.reserve(f.affinity().size());
+      for (const PodAffinityTerm& t : f.affinity()) {
         scopes.emplace_back(t, ctx.pod.ns);
       }
       std::vector<Snapshot::PodQuery> all;
@@ -145,14 +145,14 @@ class InterPodAffinity final : public Plugin {
         if (node == nullptr) {
           return;
         }
-        if (matches_all(f.affinity, ctx.pod.ns, rec.ns, rec.facts->labels, objs.namespace_labels(rec.ns))) {
-          for (const PodAffinityTerm& t : f.affinity) {
+        if (matches_all(f.affinity(), ctx.pod.ns, rec.ns, rec.facts->labels, objs.namespace_labels(rec.ns))) {
+          for (const PodAffinityTerm& t : f.affinity()) {
             add_count(st->affinity, *node, t.topology_key, 1);
           }
         }
       });
     }
-    for (const PodAffinityTerm& t : f.anti_affinity) {
+    for (const PodAffinityTerm& t : f.anti_affinity()) {
       const TermScope sc(t, ctx.pod.ns);
       snap.for_each_pod_maybe_matching({sc.query()}, use_index, [&](const PodRecord& rec) {
         const NodeState* node = snap.find_node(rec.node);
@@ -171,7 +171,7 @@ class InterPodAffinity final : public Plugin {
     // Required affinity: every term's topology key on the node, and a matching pod in each term's domain - unless
     // no pod anywhere matches and the pod matches its own terms (the first of a group with affinity to itself).
     bool pods_exist = true;
-    for (const PodAffinityTerm& t : f.affinity) {
+    for (const PodAffinityTerm& t : f.affinity()) {
       auto it = node.labels.find(t.topology_key);
       if (it == node.labels.end()) {
         return PluginStatus::fail(std::string(reason::kAffinityRulesNotMatch), Code::unresolvable);
@@ -182,14 +182,14 @@ class InterPodAffinity final : public Plugin {
       }
     }
     if (!pods_exist) {
-      const bool self = st->affinity.empty() && matches_all(f.affinity, ctx.pod.ns, ctx.pod.ns, f.labels,
+      const bool self = st->affinity.empty() && matches_all(f.affinity(), ctx.pod.ns, ctx.pod.ns, f.labels,
                                                             ctx.snapshot.objects().namespace_labels(ctx.pod.ns));
       if (!self) {
         return PluginStatus::fail(std::string(reason::kAffinityRulesNotMatch), Code::unresolvable);
       }
     }
     if (!st->anti.empty()) {
-      for (const PodAffinityTerm& t : f.anti_affinity) {
+      for (const PodAffinityTerm& t : f.anti_affinity()) {
         auto it = node.labels.find(t.topology_key);
         if (it != node.labels.end() && st->anti.count({t.topology_key, it->second}) != 0) {
           return PluginStatus::fail(std::string(reason::kAntiAffinityRulesNotMatch));
@@ -207,7 +207,7 @@ class InterPodAffinity final : public Plugin {
   }
 
   bool triggers_scoring(const CycleContext& ctx, const CycleState& state) const override {
-    if (!ctx.facts.preferred_affinity.empty() || !ctx.facts.preferred_anti_affinity.empty()) {
+    if (!ctx.facts.preferred_affinity().empty() || !ctx.facts.preferred_anti_affinity().empty()) {
       return true;
     }
     const AffinityState* st = state.read<AffinityState>(slot);
@@ -240,8 +240,8 @@ class InterPodAffinity final : public Plugin {
         });
       }
     };
-    prefer(f.preferred_affinity, 1);
-    prefer(f.preferred_anti_affinity, -1);
+    prefer(f.preferred_affinity(), 1);
+    prefer(f.preferred_anti_affinity(), -1);
     any = any || st->existing_score;  // the existing pods' terms, counted by PreFilter
     if (fresh) {
       state.write(slot, std::move(fresh));

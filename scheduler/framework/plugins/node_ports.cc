@@ -20,7 +20,7 @@ class NodePorts final : public Plugin {
  public:
   std::string_view name() const override { return names::kNodePorts; }
   PluginStatus pre_filter(const CycleContext& ctx, CycleState&) const override {
-    return ctx.facts.host_ports.empty() ? PluginStatus::skipped() : PluginStatus::success();
+    return ctx.facts.host_ports().empty() ? PluginStatus::skipped() : PluginStatus::success();
   }
   PluginStatus filter(const CycleContext& ctx, const CycleState&, const NodeState& node) const override {
     bool clash = false;
@@ -28,8 +28,8 @@ class NodePorts final : public Plugin {
       if (clash) {
         return;
       }
-      for (const HostPort& used : rec.facts->host_ports) {
-        for (const HostPort& want : ctx.facts.host_ports) {
+      for (const HostPort& used : rec.facts->host_ports()) {
+        for (const HostPort& want : ctx.facts.host_ports()) {
           if (host_ports_conflict(want, used)) {
             clash = true;
             return;

@@ -16,7 +16,7 @@ using Volumes = std::map<std::string, std::set<std::string>, std::less<>>;  ///<
 
 void attachable(const ClusterObjects& objs, std::string_view ns, std::string_view pod, const PodFacts& f,
                 Volumes& out) {
-  for (const std::string& c : f.claims) {
+  for (const std::string& c : f.claims()) {
     const ClaimInfo* claim = objs.find_claim(ns, c);
     if (claim == nullptr) {
       continue;
@@ -33,8 +33,8 @@ void attachable(const ClusterObjects& objs, std::string_view ns, std::string_vie
       out[sc->provisioner].insert(std::string(ns) + "/" + c);
     }
   }
-  for (size_t i = 0; i < f.inline_csi_drivers.size(); ++i) {
-    out[f.inline_csi_drivers[i]].insert(std::string(ns) + "/" + std::string(pod) + "/inline-" + std::to_string(i));
+  for (size_t i = 0; i < f.inline_csi_drivers().size(); ++i) {
+    out[f.inline_csi_drivers()[i]].insert(std::string(ns) + "/" + std::string(pod) + "/inline-" + std::to_string(i));
   }
 }
 

@@ -124,10 +124,10 @@ class PodTopologySpread final : public Plugin {
 
   PluginStatus pre_filter(const CycleContext& ctx, CycleState& state) const override {
     auto st = std::make_unique<SpreadState>();
-    for (const SpreadConstraint& c : ctx.facts.spread) {
+    for (const SpreadConstraint& c : ctx.facts.spread()) {
       (c.hard ? st->hard : st->soft).push_back(&c);
     }
-    if (ctx.facts.spread.empty() && system_defaults_) {
+    if (ctx.facts.spread().empty() && system_defaults_) {
       LabelSelector sel = ctx.snapshot.objects().spread_sources().default_selector(ctx.pod.ns, ctx.facts);
       if (!sel.requirements.empty()) {
         // Both ScheduleAnyway: scoring only (the defaults have no DoNotSchedule constraint to filter with).

@@ -153,13 +153,13 @@ class VolumeBinding final : public Plugin {
  public:
   std::string_view name() const override { return names::kVolumeBinding; }
   PluginStatus pre_filter(const CycleContext& ctx, CycleState& state) const override {
-    if (ctx.facts.claims.empty()) {
+    if (ctx.facts.claims().empty()) {
       return PluginStatus::skipped();
     }
     const ClusterObjects& objs = ctx.snapshot.objects();
     auto st = std::make_unique<BindingState>();
     bool immediate_unbound = false;
-    for (const std::string& name : ctx.facts.claims) {
+    for (const std::string& name : ctx.facts.claims()) {
       const ClaimInfo* c = objs.find_claim(ctx.pod.ns, name);
       if (c == nullptr) {
         return PluginStatus::fail("persistentvolumeclaim \"" + name + "\" not found", Code::unresolvable);

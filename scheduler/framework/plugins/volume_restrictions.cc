@@ -31,11 +31,11 @@ class VolumeRestrictions final : public Plugin {
   std::string_view name() const override { return names::kVolumeRestrictions; }
   PluginStatus pre_filter(const CycleContext& ctx, CycleState&) const override {
     const PodFacts& f = ctx.facts;
-    if (f.disks.empty() && f.claims.empty()) {
+    if (f.disks().empty() && f.claims().empty()) {
       return PluginStatus::skipped();
     }
     std::vector<const std::string*> rwop;
-    for (const std::string& c : f.claims) {
+    for (const std::string& c : f.claims()) {
       const ClaimInfo* claim = ctx.snapshot.objects().find_claim(ctx.pod.ns, c);
       if (claim != nullptr && (claim->access_modes & kReadWriteOncePod) != 0) {
         rwop.push_back(&c);
@@ -48,7 +48,7 @@ class VolumeRestrictions final : public Plugin {
           return;
         }
         for (const std::string* c : rwop) {
-          if (std::find(rec.facts->claims.begin(), rec.facts->claims.end(), *c) != rec.facts->claims.end()) {
+          if (std::find(rec.facts->claims().begin(), rec.facts->claims().end(), *c) != rec.facts->claims().end()) {
             used = true;
           }
         }
@@ -57,13 +57,13 @@ class VolumeRestrictions final : public Plugin {
         return PluginStatus::fail(std::string(reason::kReadWriteOncePodConflict), Code::unresolvable);
       }
     }
-    return f.disks.empty() ? PluginStatus::skipped() : PluginStatus::success();
+    return f.disks().empty() ? PluginStatus::skipped() : PluginStatus::success();
   }
   PluginStatus filter(const CycleContext& ctx, const CycleState&, const NodeState& node) const override {
     bool clash = false;
     ctx.snapshot.for_each_pod_on(node.name, [&](const PodRecord& rec) {
-      for (const DiskVolume& have : rec.facts->disks) {
-        for (const DiskVolume& want : ctx.facts.disks) {
+      for (const DiskVolume& have : rec.facts->disks()) {
+        for (const DiskVolume& want : ctx.facts.disks()) {
           clash = clash || conflict(want, have);
         }
       }

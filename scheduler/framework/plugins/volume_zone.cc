@@ -34,7 +34,7 @@ class VolumeZone final : public Plugin {
   PluginStatus pre_filter(const CycleContext& ctx, CycleState& state) const override {
     auto st = std::make_unique<ZoneState>();
     const ClusterObjects& objs = ctx.snapshot.objects();
-    for (const std::string& c : ctx.facts.claims) {
+    for (const std::string& c : ctx.facts.claims()) {
       const ClaimInfo* claim = objs.find_claim(ctx.pod.ns, c);
       const VolumeInfo* pv = claim && !claim->volume_name.empty() ? objs.find_volume(claim->volume_name) : nullptr;
       if (pv == nullptr) {
